@@ -1,0 +1,92 @@
+"""Settings: explicit argument, then environment variable, then default.
+
+Validated once at start-up; a bad value is a :class:`ConfigError` naming the variable.
+Backend settings are a discriminated union keyed on ``backend``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+
+ENV_PREFIX = "CAIRN_"
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LocalStoreSettings(_Settings):
+    backend: Literal["local"] = "local"
+    path: Path = Path(".cairn/store")
+
+
+class PineconeSettings(_Settings):
+    backend: Literal["pinecone"] = "pinecone"
+    api_key: str
+    index_host: str  # the data-plane host of the index, https://<index>-<project>.svc.<env>.pinecone.io
+    timeout_s: float = 10.0
+    max_retries: int = 3
+    pool_threads: int = 4
+
+
+class OpenSearchSettings(_Settings):
+    backend: Literal["opensearch"] = "opensearch"
+    url: str
+    index: str = "cairn-contexts"
+    engine: Literal["lucene", "faiss"] = "lucene"
+    auth: Literal["none", "basic", "sigv4"] = "none"
+    username: str | None = None
+    password: str | None = None
+    region: str | None = None
+    service: Literal["es", "aoss"] = "es"  # es: OpenSearch Service; aoss: Serverless
+    timeout_s: float = 10.0
+    max_retries: int = 3
+    verify_certs: bool = True
+
+
+StoreSettings = Annotated[
+    LocalStoreSettings | PineconeSettings | OpenSearchSettings, Field(discriminator="backend")
+]
+
+
+class Settings(_Settings):
+    home: Path = Path(".cairn")
+    tenant: str = "default"
+    store: StoreSettings = Field(default_factory=LocalStoreSettings)
+    embedder: Literal["local"] = "local"
+    embed_batch_size: int = Field(default=32, ge=1, le=1024)
+    score_threshold: float = 0.1
+    default_limit: int = Field(default=5, ge=1, le=200)
+
+
+def _env_store(env: dict[str, str], home: Path) -> dict[str, Any]:
+    backend = env.get("CAIRN_STORE", "local")
+    if backend == "local":
+        return {"backend": "local", "path": env.get("CAIRN_STORE_PATH", str(home / "store"))}
+    prefix = f"CAIRN_{backend.upper()}_"
+    fields = {k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix)}
+    return {"backend": backend, **fields}
+
+
+def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
+    """Build settings from ``overrides`` (explicit), then ``env`` (default: os.environ), then defaults."""
+    env = dict(os.environ if env is None else env)
+    home = Path(overrides.get("home") or env.get("CAIRN_HOME", ".cairn"))
+    data: dict[str, Any] = {"home": home, "store": _env_store(env, home)}
+    for key in ("tenant", "embed_batch_size", "score_threshold", "default_limit"):
+        if f"{ENV_PREFIX}{key.upper()}" in env:
+            data[key] = env[f"{ENV_PREFIX}{key.upper()}"]
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"invalid settings: {problems}") from None
