@@ -33,6 +33,7 @@ class PineconeSettings(_Settings):
     timeout_s: float = 10.0
     max_retries: int = 3
     pool_threads: int = 4
+    backoff_s: float = 0.25  # first retry delay; doubles each retry (with jitter)
 
 
 class OpenSearchSettings(_Settings):

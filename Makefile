@@ -1,0 +1,38 @@
+# The two commands: `make demo` and `make test`. Both set everything up on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip -q --disable-pip-version-check
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: demo test test-unit bench install dev clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[local]'
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[local,aws,dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+dev: $(VENV)/.dev-installed
+
+demo: install
+	$(VENV)/bin/cairn --home .cairn/demo demo
+
+test: dev
+	$(PY) -m pytest -q
+
+test-unit: dev
+	$(PY) -m pytest -q -m unit
+
+bench: dev
+	$(PY) -m benchmarks.run --data $(or $(DATA),../shared/data)
+
+clean:
+	rm -rf $(VENV) .cairn .pytest_cache .hypothesis

@@ -1,0 +1,63 @@
+"""Requests callers send: validated once, with messages that say what is allowed."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from . import uri as uris
+from .errors import InvalidURIError, RequestError
+from .models import ContextType
+
+MAX_QUERY_CHARS = 8000
+MAX_LIMIT = 100
+
+
+class FindRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    query: str
+    context_type: ContextType | None = None
+    target_uris: tuple[str, ...] = ()
+    user: str | None = None
+    limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
+    mode: Literal["quick", "thinking"] = "quick"
+    filter: dict[str, Any] | None = None
+    score_threshold: float | None = None
+    include_provenance: bool = False
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, v: str) -> str:
+        v = v.strip()
+        if not v:
+            raise ValueError("the query is empty; pass the text to search for")
+        if len(v) > MAX_QUERY_CHARS:
+            raise ValueError(f"the query has {len(v)} characters; the limit is {MAX_QUERY_CHARS}")
+        return v
+
+    @field_validator("target_uris")
+    @classmethod
+    def _uris(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for u in v:
+            try:
+                uris.validate(u)
+            except InvalidURIError as exc:
+                raise ValueError(exc.message) from None
+        return v
+
+
+def parse_request(model: type[BaseModel], data: dict[str, Any]) -> Any:
+    """Validate ``data`` into ``model``; every problem is reported at once as a RequestError."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors():
+            where = ".".join(str(p) for p in e["loc"]) or "request"
+            msg = e["msg"].removeprefix("Value error, ")
+            if e["type"] == "extra_forbidden":
+                msg = f"unknown field; allowed: {', '.join(model.model_fields)}"
+            problems.append(f"{where}: {msg}")
+        raise RequestError("invalid request: " + "; ".join(problems), details=problems) from None

@@ -1,0 +1,1 @@
+"""Retrievers: quick (one scoped search) and thinking (hierarchical)."""

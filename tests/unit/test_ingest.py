@@ -1,0 +1,84 @@
+import pytest
+
+from cairn.ingest import Ingestor
+from cairn.ingest.chunking import CHUNK_CHARS, chunk
+from cairn.models import Level
+from cairn.vectorstores.local import LocalVectorStore
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def store(tmp_path, embedder):
+    return LocalVectorStore(tmp_path / "store", dimension=embedder.dimension)
+
+
+def test_folder_becomes_an_l0_l1_l2_tree(corpus, store, embedder):
+    report = Ingestor(store, embedder, "acme").ingest_path(corpus, "cairn://resources/handbook")
+    assert report.documents == 5 and report.rejected == []
+    leaves = store.count("acme", {"level": 2})
+    dirs0 = store.count("acme", {"level": 0})
+    dirs1 = store.count("acme", {"level": 1})
+    assert dirs0 == dirs1 == 3  # handbook, billing, travel
+    assert leaves > 5  # the long guide is chunked
+    assert store.count("acme", {"uri": "cairn://resources/handbook/billing/refunds.md"}) == 1
+    assert store.count("acme", {"parent_uri": "cairn://resources/handbook/travel", "level": 2}) >= 2
+
+
+def test_directory_summaries_are_extractive(corpus, store, embedder):
+    Ingestor(store, embedder, "acme").ingest_path(corpus, "cairn://resources/handbook")
+    from cairn.models import record_id
+
+    root_l0, billing_l1 = store.fetch(
+        "acme",
+        [record_id("acme", "cairn://resources/handbook", 0), record_id("acme", "cairn://resources/handbook/billing", 1)],
+    )
+    assert root_l0.level is Level.ABSTRACT
+    assert root_l0.title == "Company handbook"  # from the README's heading
+    assert root_l0.abstract.startswith("Policies for billing")
+    assert "refunds.md (file): Refunds" in billing_l1.text
+    assert "invoices.md (file): Invoices" in billing_l1.text
+
+
+def test_ingesting_the_same_files_again_changes_nothing(corpus, store, embedder):
+    ing = Ingestor(store, embedder, "acme")
+    first = ing.ingest_path(corpus, "cairn://resources/handbook")
+    before = {r.id: r.updated_at for r in store.fetch("acme", _all_ids(store))}
+    second = ing.ingest_path(corpus, "cairn://resources/handbook")
+    assert first.embedded == first.records > 0
+    assert second.embedded == 0 and second.unchanged == first.records
+    assert {r.id: r.updated_at for r in store.fetch("acme", _all_ids(store))} == before
+
+
+def test_a_changed_file_re_embeds_only_its_leaf_and_directories(corpus, store, embedder):
+    ing = Ingestor(store, embedder, "acme")
+    ing.ingest_path(corpus, "cairn://resources/handbook")
+    (corpus / "billing" / "refunds.md").write_text("# Refunds\n\nRefunds are now possible within 60 days.\n")
+    again = ing.ingest_path(corpus, "cairn://resources/handbook")
+    # the leaf, billing's L0+L1 (their listing shows the new abstract); the root lists only titles
+    assert again.embedded == 3
+
+
+def test_bad_files_are_reported_and_the_rest_goes_on(corpus, store, embedder):
+    (corpus / "logo.png").write_bytes(b"\x89PNG\x00\x00")
+    (corpus / "empty.md").write_text("   \n")
+    (corpus / "blob.txt").write_bytes(b"abc\x00def")
+    report = Ingestor(store, embedder, "acme").ingest_path(corpus, "cairn://resources/handbook")
+    reasons = {r.source.rsplit("/", 1)[1]: r.reason for r in report.rejected}
+    assert "unsupported file type '.png'" in reasons["logo.png"]
+    assert reasons["empty.md"] == "is empty"
+    assert "binary" in reasons["blob.txt"]
+    assert report.documents == 5
+
+
+def test_chunks_start_at_sections_and_stay_bounded():
+    text = "# Title\n\n" + "\n\n".join(f"## Part {n}\n\n" + ("word " * 250) for n in range(5))
+    chunks = chunk(text)
+    assert len(chunks) >= 5
+    assert all(len(c) <= CHUNK_CHARS + 10 for c in chunks)
+    assert sum(c.lstrip().startswith("## Part") for c in chunks) >= 4
+    assert chunk("short text") == ["short text"]
+
+
+def _all_ids(store):
+    return list(store._parts["acme"].ids)

@@ -1,0 +1,40 @@
+import pytest
+
+from cairn.config import LocalStoreSettings, OpenSearchSettings, load_settings
+from cairn.errors import ConfigError, RequestError
+from cairn.requests import FindRequest, parse_request
+
+pytestmark = pytest.mark.unit
+
+
+def test_request_errors_list_every_problem():
+    with pytest.raises(RequestError) as err:
+        parse_request(FindRequest, {"query": "  ", "limit": 0, "colour": "red", "target_uris": ["x://y"]})
+    msg = err.value.message
+    assert "query: the query is empty" in msg
+    assert "limit: Input should be greater than or equal to 1" in msg
+    assert "colour: unknown field; allowed: query" in msg
+    assert "must start with 'cairn://'" in msg
+
+
+def test_settings_precedence_explicit_over_env_over_default(tmp_path):
+    env = {"CAIRN_TENANT": "acme", "CAIRN_HOME": str(tmp_path)}
+    assert load_settings(env).tenant == "acme"
+    assert load_settings(env, tenant="beta").tenant == "beta"
+    assert load_settings({}).tenant == "default"
+    s = load_settings(env)
+    assert isinstance(s.store, LocalStoreSettings) and s.store.path == tmp_path / "store"
+
+
+def test_backend_settings_are_a_discriminated_union():
+    s = load_settings({"CAIRN_STORE": "opensearch", "CAIRN_OPENSEARCH_URL": "https://search.example:9200"})
+    assert isinstance(s.store, OpenSearchSettings) and s.store.url == "https://search.example:9200"
+
+
+def test_bad_settings_name_the_variable():
+    with pytest.raises(ConfigError, match="store.pinecone.api_key"):
+        load_settings({"CAIRN_STORE": "pinecone"})
+    with pytest.raises(ConfigError, match="embed_batch_size"):
+        load_settings({"CAIRN_EMBED_BATCH_SIZE": "lots"})
+    with pytest.raises(ConfigError, match="store"):
+        load_settings({"CAIRN_STORE": "redis"})
