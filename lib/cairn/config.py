@@ -48,6 +48,7 @@ class OpenSearchSettings(_Settings):
     service: Literal["es", "aoss"] = "es"  # es: OpenSearch Service; aoss: Serverless
     timeout_s: float = 10.0
     max_retries: int = 3
+    backoff_s: float = 0.2  # first retry delay; doubles per retry (with jitter), capped at 5 s
     verify_certs: bool = True
 
 
