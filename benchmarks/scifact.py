@@ -14,6 +14,7 @@ from cairn.vectorstores.local import LocalVectorStore
 from .beir import load
 from .metrics import evaluate, percentiles
 
+SUITE = "scifact"
 ROOT = "cairn://resources/scifact"
 
 
