@@ -3,7 +3,6 @@
 
 import numpy as np
 import pytest
-
 from cairn.errors import RecordValidationError, RequestError, VectorStoreError
 from cairn.models import ContextRecord
 from cairn.vectorstores import VectorQuery
@@ -74,3 +73,75 @@ def test_upserting_the_same_id_replaces_it(tmp_path):
     assert s.count("acme") == 1
     hit = s.query(VectorQuery(tenant="acme", vector=list(onehot(3)), limit=1))[0]
     assert hit.record.title == "new" and hit.score == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------ keyword, hybrid, pre-filter
+
+
+def _docs_store(tmp_path):
+    s = LocalVectorStore(tmp_path, dimension=DIM)
+    s.upsert([
+        rec("acme", "cairn://resources/kb/refunds.md", onehot(0), title="Refunds", text="refund within 30 days; the refund policy"),
+        rec("acme", "cairn://resources/kb/travel.md", onehot(1), title="Travel", text="book flights and hotels"),
+        rec("acme", "cairn://resources/kb/cards.md", onehot(2), title="Cards", text="a refund goes back to the card"),
+    ])
+    return s
+
+
+def test_keyword_search_is_bm25_and_sees_writes(tmp_path):
+    s = _docs_store(tmp_path)
+    q = VectorQuery(tenant="acme", text="refund", mode="keyword", limit=5)
+    assert [h.record.title for h in s.query(q)] == ["Refunds", "Cards"]  # two mentions beat one
+    s.upsert([rec("acme", "cairn://resources/kb/more.md", onehot(3), title="Refund refund", text="refund")])
+    assert s.query(q)[0].record.title == "Refund refund"  # the index was rebuilt after the write
+    s.delete("acme", [s.query(q)[0].record.id])
+    assert len(s.query(q)) == 2
+
+
+def test_hybrid_fuses_both_rankings(tmp_path):
+    s = _docs_store(tmp_path)
+    hits = s.query(VectorQuery(tenant="acme", vector=list(onehot(2)), text="refund", mode="hybrid", limit=3))
+    assert hits[0].record.title == "Cards"  # first in dense, second in keyword
+    assert hits[0].score == pytest.approx(1 / 61 + 1 / 62)
+
+
+def test_bm25s_is_imported_only_by_a_keyword_query(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from cairn.vectorstores.local import LocalVectorStore; from cairn.vectorstores import VectorQuery\n"
+        f"s = LocalVectorStore(None, dimension={DIM})\n"
+        "s.query(VectorQuery(tenant='a', vector=[1.0] * %d, filter={'level': 2}))\n"
+        "print('bm25s' in sys.modules)" % DIM
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_the_prefilter_gives_exactly_what_the_predicate_gives(tmp_path):
+    from cairn.filters import local as local_filters
+    from cairn.filters import parse
+    from cairn.vectorstores.local import _Columns, _PreFilter
+
+    records = [
+        rec("acme", f"cairn://resources/d{i % 3}/f{i}.md", onehot(i % DIM), level=i % 3, tags=["t"] * (i % 2),
+            metadata={"n": i % 4} if i % 5 else {})
+        for i in range(30)
+    ] + [rec("acme", "cairn://user/bob/memories/m", onehot(0))]
+    docs = [r.model_dump(mode="json", exclude={"vector"}) for r in records]
+    cases = [
+        {"ancestors": {"$in": ["cairn://resources/d1"]}},
+        {"ancestors": {"$in": ["cairn://resources/d1", "cairn://resources/d2"]}, "level": {"$in": [0, 2]}},
+        {"parent_uri": "cairn://resources/d0", "metadata.n": {"$gte": 2}},
+        {"$or": [{"owner": "bob"}, {"tags": {"$all": ["t"]}}], "level": {"$ne": 1}},
+        {"$not": {"uri": {"$nin": ["cairn://resources/d0/f0.md"]}}},
+        {"owner": {"$exists": False}, "tags": None, "metadata.n": {"$exists": True}},
+        {"$nor": [{"level": {"$gt": 0}}, {"context_type": "memory"}], "depth": {"$lte": 3}},
+        {"level": {"$in": [2, 7]}, "id": {"$ne": "x"}, "content_hash": ""},
+    ]
+    for flt in cases:
+        tree = parse(flt)
+        predicate = local_filters.compile(tree)
+        mask = _PreFilter(_Columns(docs)).mask(tree)
+        assert [bool(m) for m in mask] == [predicate(d) for d in docs], flt

@@ -32,19 +32,18 @@ from ..errors import (
 )
 from ..models import ContextRecord
 from .base import (
-    MAX_QUERY_LIMIT,
     Capabilities,
     SearchMode,
     VectorHit,
     VectorQuery,
     VectorStore,
 )
+from .fusion import hybrid_depth, rrf, rrf_top  # noqa: F401 - rrf is re-exported for callers
 
 if TYPE_CHECKING:
     from ..config import OpenSearchSettings
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
-RRF_K = 60
 KEYWORD_FIELDS = ("title.text^2", "abstract", "text")
 _MAX_ID_BYTES = 512
 _KEYWORD = {"type": "keyword"}
@@ -84,15 +83,6 @@ def doc_id(tenant: str, record_id: str) -> str:
     if len(out.encode()) > _MAX_ID_BYTES:
         out = f"{tenant}:sha256:{hashlib.sha256(record_id.encode()).hexdigest()}"
     return out
-
-
-def rrf(rankings: list[list[str]], k: int = RRF_K) -> dict[str, float]:
-    """Reciprocal-rank fusion: ``sum(1 / (k + rank))`` over the rankings a key appears in (rank from 1)."""
-    fused: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, key in enumerate(ranking, start=1):
-            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
-    return fused
 
 
 def _backoff_transport(backoff_s: float, cap_s: float = 5.0) -> type:
@@ -335,7 +325,7 @@ class OpenSearchVectorStore(VectorStore):
 
     def _sub_searches(self, request: VectorQuery, native: Any) -> list[dict[str, Any]]:
         if request.mode is SearchMode.HYBRID:
-            depth = min(max(2 * request.limit, 20), MAX_QUERY_LIMIT)
+            depth = hybrid_depth(request.limit)
             return [self._dense_body(request, native, depth), self._keyword_body(request, native, depth)]
         return [self._search_body(request, native)]
 
@@ -368,9 +358,7 @@ class OpenSearchVectorStore(VectorStore):
             hits = [h for h in response["hits"]["hits"] if h["_source"].get("tenant") == request.tenant]
             by_id.update({h["_id"]: h for h in hits})
             rankings.append([h["_id"] for h in hits])
-        fused = rrf(rankings)
-        best = sorted(fused, key=lambda i: -fused[i])[: request.limit]
-        return [VectorHit(record=_record(by_id[i], request), score=fused[i]) for i in best]
+        return [VectorHit(record=_record(by_id[i], request), score=score) for i, score in rrf_top(rankings, request.limit)]
 
     def _where(self) -> str:
         hosts = getattr(getattr(self._client, "transport", None), "hosts", None) or ["?"]
