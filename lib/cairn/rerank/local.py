@@ -1,0 +1,114 @@
+"""Local rescoring: the embedded default reranker, no network and no extra model.
+
+Each candidate's full rerank text (a leaf's text, a directory's title and abstract) is
+scored two ways over the candidate set, then fused:
+
+* **dense**: cosine between the query and the text, embedded with the same ``Embedder``
+  the store uses. Vector search scored the record's stored vector (a chunk, an abstract or
+  an overview); here the model reads the text the reranker is given. The model reads at
+  most its window (256 tokens for MiniLM); with ``windows > 1`` a longer text is embedded
+  as that many windows spread over it and the best window counts.
+* **BM25** (``bm25s``, imported on first use) over the candidate set itself, English
+  stopwords removed: lexical evidence — names, codes, numbers — that embeddings blur.
+
+Fusion is a **convex combination**, ``w·max(cos, 0) + (1−w)·bm25/max(bm25)`` with
+``w = 0.7`` by default, and not reciprocal-rank fusion. RRF keeps only ranks: its scores
+(about 1/(60+rank)) all sit far below the 0.1 threshold that follows rerank, and it ranks an
+all-irrelevant batch as confidently as a good one. The convex combination keeps the dense
+part on its absolute scale (an unrelated text stays near 0) and uses BM25, normalised by
+the best BM25 score in the set, as a bounded bonus; the result lies in 0..1, so the
+threshold keeps its meaning. When no candidate shares a term with the query, BM25 adds 0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from .base import CHARS_PER_TOKEN, Reranker
+
+if TYPE_CHECKING:
+    from ..embeddings.base import Embedder
+
+DEFAULT_DENSE_WEIGHT = 0.7
+WINDOW_TOKENS = 256  # MiniLM's window; longer texts are cut (or windowed) to this
+
+
+def _windows(text: str, size: int, count: int) -> list[str]:
+    """``count`` windows of ``size`` characters spread evenly over ``text`` (first and last included)."""
+    if count <= 1 or len(text) <= size:
+        return [text[:size]]
+    needed = -(-len(text) // size)
+    count = min(count, needed)
+    last = len(text) - size
+    starts = sorted({round(i * last / (count - 1)) for i in range(count)})
+    return [text[s : s + size] for s in starts]
+
+
+def bm25_scores(query: str, documents: list[str]) -> np.ndarray:
+    """BM25 of ``query`` against each document, indexed over ``documents`` only."""
+    import bm25s
+
+    corpus = bm25s.tokenize(documents, stopwords="en", show_progress=False)
+    q_tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+    if not q_tokens or not any(corpus.ids):
+        return np.zeros(len(documents), dtype=np.float32)
+    index = bm25s.BM25()
+    index.index(corpus, show_progress=False)
+    return np.asarray(index.get_scores(q_tokens), dtype=np.float32)
+
+
+class LocalReranker(Reranker):
+    """Dense cosine on the full text fused with BM25 over the candidates (see the module doc)."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        dense_weight: float = DEFAULT_DENSE_WEIGHT,
+        windows: int = 1,
+        window_tokens: int = WINDOW_TOKENS,
+        max_tokens: int | None = None,
+    ) -> None:
+        self.name = f"local:{embedder.name}"
+        super().__init__(max_tokens=max_tokens)
+        if not 0.0 <= dense_weight <= 1.0:
+            raise ConfigError(f"local reranker: dense_weight must be in [0, 1], got {dense_weight!r}")
+        if windows < 1:
+            raise ConfigError(f"local reranker: windows must be at least 1, got {windows!r}")
+        self.embedder = embedder
+        self.dense_weight = float(dense_weight)
+        self.windows = int(windows)
+        self.window_chars = int(window_tokens) * CHARS_PER_TOKEN
+
+    def dense_scores(self, query: str, documents: list[str]) -> np.ndarray:
+        """Best cosine between the query and each document's window(s), clipped at 0."""
+        owners: list[int] = []
+        texts: list[str] = [query]
+        for i, doc in enumerate(documents):
+            parts = _windows(doc, self.window_chars, self.windows)
+            texts.extend(parts)
+            owners.extend([i] * len(parts))
+        vecs = self.embedder.embed(texts)
+        cos = vecs[1:] @ vecs[0]
+        best = np.full(len(documents), -1.0, dtype=np.float32)
+        np.maximum.at(best, np.asarray(owners), cos)
+        return np.clip(best, 0.0, 1.0)
+
+    def _score(self, query: str, documents: list[str]) -> list[float]:
+        w = self.dense_weight
+        fused = np.zeros(len(documents), dtype=np.float64)
+        if w > 0:
+            fused += w * self.dense_scores(query, documents)
+        if w < 1:
+            lexical = bm25_scores(query, documents)
+            top = float(lexical.max()) if len(lexical) else 0.0
+            if top > 0:
+                fused += (1 - w) * (lexical / top)
+        return fused.tolist()
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "local", "embedder": self.embedder.name, "dense_weight": self.dense_weight,
+                "windows": self.windows}
