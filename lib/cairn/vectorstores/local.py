@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from functools import lru_cache
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -319,58 +320,26 @@ def _ranked(scores: np.ndarray, rows: np.ndarray, ids: list[str], k: int) -> lis
     return sorted(pairs, key=lambda rs: (-rs[1], ids[rs[0]]))
 
 
+_BLAS_LOCK = threading.Lock()
+
+
 @contextmanager
 def _one_blas_thread() -> Iterator[None]:
-    """Run the enclosed matrix products on one OpenBLAS thread, then restore the setting.
+    """Run the enclosed matrix products on one BLAS thread, then restore the setting.
 
     A query is a matrix-vector product: memory-bound, so extra threads barely help, and on a
     busy machine (or a 2-vCPU Lambda) waking them costs more than the product itself
-    (measured: 8 ms vs 5 ms at 100k x 384). A no-op where OpenBLAS is not found.
+    (measured: 8 ms vs 5 ms at 100k x 384). threadpoolctl finds the BLAS numpy loaded.
     """
-    blas = _openblas()
-    if blas is None:
+    with _BLAS_LOCK, _blas_controller().limit(limits=1, user_api="blas"):
         yield
-        return
-    get, set_ = blas
-    with _BLAS_LOCK:
-        before = get()
-        set_(1)
-        try:
-            yield
-        finally:
-            set_(before)
 
 
-_BLAS_LOCK = threading.Lock()
-_BLAS: list[Any] = []
+@lru_cache(maxsize=1)
+def _blas_controller() -> Any:
+    from threadpoolctl import ThreadpoolController
 
-
-def _openblas() -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    if not _BLAS:
-        _BLAS.append(_find_openblas())
-    return _BLAS[0]  # type: ignore[no-any-return]
-
-
-def _find_openblas() -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    import ctypes
-
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as fh:
-            paths = sorted({line.split()[-1] for line in fh if "openblas" in line.lower() and "/" in line})
-    except OSError:
-        return None
-    for path in paths:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"), ("openblas", ""), ("scipy_openblas", "")):
-            get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
-            set_ = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
-            if get is not None and set_ is not None:
-                get.restype, set_.argtypes = ctypes.c_int, [ctypes.c_int]
-                return get, set_
-    return None
+    return ThreadpoolController()
 
 
 class LocalVectorStore(VectorStore):
