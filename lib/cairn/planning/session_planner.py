@@ -1,0 +1,240 @@
+"""The no-LLM planner of the embedded default: the raw query, rewritten from the session.
+
+A follow-up turn rarely names what it is about ("do they have parking?"): the conversation
+does. When the current message names no entity (or refers to one with a pronoun), the planner
+looks through the recent messages, most recent first, for the entity the conversation is about
+and adds it to the query:
+
+- quoted names ("The Ivy", 'Q3 report');
+- capitalised multi-word phrases and mid-sentence capitalised words (Hobsons House,
+  A and B Guest House, Avalon), without the sentence-initial word and common words;
+- names from an optional vocabulary (e.g. the titles of the tenant's directories), matched in
+  any case, which also catches names a conversation writes in lower case.
+
+Names the query already contains are skipped. The plan is one typed query across every
+context type (or the requested one); ``planner="session-rewrite"`` and the reasoning says
+which name was added and from which message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..models import ContextType, QueryPlan
+from ..sessions.base import Message, SessionView
+from .base import raw_query
+
+PLANNER_NAME = "session-rewrite"
+LOOKBACK = 5
+_QUOTED = re.compile(
+    r"[\"“]([^\"”\n]{2,60})[\"”]|(?<![A-Za-z])'([A-Z][^'\n]{1,58})'(?![A-Za-z])"
+)
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’&-]*|[,.;:!?()]")
+_CONNECTORS = {"and", "of", "the", "de", "la", "le", "du", "da", "&"}
+_PRONOUNS = re.compile(
+    r"\b(it|its|it's|they|them|their|theirs|there|this|that|these|those|he|she|him|her|his|hers|"
+    r"the (hotel|restaurant|place|guesthouse|guest house|one|same|former|latter|venue|property|shop|company|"
+    r"product|project|service|document|file|team|customer|user))\b",
+    re.IGNORECASE,
+)
+_COMMON = frozenset(
+    str.split(
+        """
+        i i'm i'd i'll i've im ok okay yes yeah no not sure great good fine perfect thanks thank you
+        hello hi hey please sorry well so also and but or the a an this that these those there here
+        it its they we he she what which who whom whose when where why how is are was were be do
+        does did can could would should will shall may might must have has had let lets let's my
+        your our their his her any some all none one two three four five six seven eight nine ten
+        first second last next  unfortunately however alright absolutely certainly of in on at to
+        for from by with about as if then than just booking booked reference number monday tuesday
+        wednesday thursday friday saturday sunday today tomorrow tonight gbp am pm north south east
+        west centre center cheap moderate expensive free wifi parking star stars hotel hotels
+        restaurant restaurants guesthouse guesthouses guest house place internet wi-fi email phone
+        january february march april june july august september october november december english
+        british american indian chinese italian french spanish thai japanese korean mexican turkish
+        european asian african mediterranean
+        """
+    )
+)
+_CODE = re.compile(
+    r"^(?=.*\d)[A-Z0-9-]{5,}$"
+)  # reference numbers, postcodes: not names
+
+
+@dataclass(frozen=True)
+class Mention:
+    name: str
+    seq: int  # the message it came from (0: the current query)
+    source: str  # quoted | capitalised | vocabulary
+
+
+def _clean(name: str) -> str:
+    words = name.split()
+    while words and words[0].lower() in _CONNECTORS | {"a", "an"}:
+        words.pop(0)
+    while words and words[-1].lower() in _CONNECTORS:
+        words.pop()
+    return " ".join(words).strip(" '’.,")
+
+
+def capitalised_phrases(text: str) -> list[str]:
+    """Runs of capitalised words (connectors allowed inside), minus the sentence-initial word
+    when it stands alone, minus common words. In order of appearance."""
+    out: list[str] = []
+    run: list[str] = []
+    run_starts_sentence = False
+    sentence_start = True
+
+    def flush() -> None:
+        nonlocal run
+        while run and run[-1].lower() in _CONNECTORS:
+            run.pop()
+        words = [w for w in run]
+        if words and run_starts_sentence and words[0].lower() in _COMMON:
+            words = words[1:]
+        name = _clean(" ".join(words))
+        significant = [
+            w
+            for w in name.split()
+            if w.lower() not in _COMMON and w.lower() not in _CONNECTORS
+        ]
+        if name and significant and not (run_starts_sentence and len(run) == 1):
+            out.append(name)
+        run = []
+
+    tokens = _TOKEN.findall(text)
+    for n, tok in enumerate(tokens):
+        if tok.lower() == "and" and n + 1 < len(tokens) and tokens[n + 1] == "The":
+            flush()  # "the Gonville Hotel and The Lensfield": two names
+            continue
+        if tok in ",.;:!?()":
+            flush()
+            sentence_start = tok in ".!?"
+            continue
+        if tok[0].isdigit() or _CODE.match(tok):
+            flush()  # numbers and codes end a name ("Grafton Hotel 619 Newmarket Road")
+            sentence_start = False
+            continue
+        is_cap = tok[0].isupper()
+        if is_cap or (run and tok.lower() in _CONNECTORS):
+            if not run:
+                run_starts_sentence = sentence_start
+            run.append(tok)
+        else:
+            flush()
+        sentence_start = False
+    flush()
+    return out
+
+
+def mentions(
+    text: str, seq: int, vocabulary: Sequence[tuple[str, re.Pattern[str]]] = ()
+) -> list[Mention]:
+    """Entity names in ``text``, the last one mentioned first."""
+    found: list[tuple[int, Mention]] = []
+    for m in _QUOTED.finditer(text):
+        name = _clean(m.group(1) or m.group(2) or "")
+        if name:
+            found.append((m.start(), Mention(name, seq, "quoted")))
+    for name, pattern in vocabulary:
+        for m in pattern.finditer(text):
+            found.append((m.start(), Mention(name, seq, "vocabulary")))
+    pos = 0
+    for name in capitalised_phrases(text):
+        at = text.find(name, pos)
+        pos = max(pos, at)
+        found.append((at, Mention(name, seq, "capitalised")))
+    found.sort(key=lambda f: -f[0])
+    return [m for _, m in found]
+
+
+def _contains(query: str, name: str) -> bool:
+    q = query.lower()
+    words = [
+        w
+        for w in re.findall(r"[a-z0-9']+", name.lower())
+        if w not in _COMMON and w not in _CONNECTORS
+    ]
+    return bool(words) and all(re.search(rf"\b{re.escape(w)}\b", q) for w in words)
+
+
+class SessionRewritePlanner:
+    """The raw query plus the entity the conversation is about, when the query lacks one."""
+
+    name = PLANNER_NAME
+
+    def __init__(
+        self,
+        vocabulary: Iterable[str] = (),
+        *,
+        lookback: int = LOOKBACK,
+        max_names: int = 2,
+    ) -> None:
+        names = sorted(
+            {v.strip() for v in vocabulary if v and len(v.strip()) >= 3},
+            key=len,
+            reverse=True,
+        )
+        self.vocabulary = [
+            (n, re.compile(rf"\b{re.escape(n)}\b", re.IGNORECASE)) for n in names
+        ]
+        self.lookback = lookback
+        self.max_names = max_names
+
+    def plan(
+        self,
+        query: str,
+        session: SessionView | None = None,
+        *,
+        context_type: ContextType | None = None,
+        target_uris: tuple[str, ...] = (),
+    ) -> QueryPlan:
+        messages = list(session.recent[-self.lookback :]) if session else []
+        names = self.resolve(query, messages)
+        if not names:
+            why = (
+                "no session"
+                if session is None
+                else "the query names its entity, or the conversation names none"
+            )
+            return QueryPlan(
+                reasoning=f"raw query: {why}",
+                queries=(raw_query(query, context_type, target_uris),),
+                planner=self.name,
+            )
+        rewritten = f"{query} ({', '.join(m.name for m in names)})"
+        reasoning = "added " + "; ".join(
+            f"{m.name!r} ({m.source}, message {m.seq})" for m in names
+        )
+        return QueryPlan(
+            reasoning=reasoning,
+            queries=(
+                raw_query(
+                    rewritten,
+                    context_type,
+                    target_uris,
+                    intent="query with the session's entity",
+                ),
+            ),
+            planner=self.name,
+        )
+
+    def resolve(self, query: str, messages: Sequence[Message]) -> list[Mention]:
+        """The names to add: none when the query already names an entity (and uses no pronoun);
+        else the names of the most recent message that has any, skipping ones in the query."""
+        own = mentions(query, 0, self.vocabulary)
+        if own and not _PRONOUNS.search(query):
+            return []
+        for msg in reversed(messages):
+            found: list[Mention] = []
+            for m in mentions(msg.content, msg.seq, self.vocabulary):
+                if _contains(query, m.name) or any(
+                    _contains(f.name, m.name) for f in found
+                ):
+                    continue
+                found.append(m)
+            if found:
+                return found[: self.max_names]
+        return []

@@ -1,0 +1,324 @@
+"""The session store: one interface, template methods, two backends (SQLite, DynamoDB).
+
+A session holds an ordered sequence of messages (``seq`` 1, 2, 3, ... allocated by the
+backend atomically, so concurrent appends never lose or duplicate a message), a compressed
+summary of the older messages, and the latest prefetched context (a ``FindResult`` dict).
+
+The public methods validate their input, call the backend's ``_`` method and map any vendor
+exception once, through :meth:`SessionStore._map_error`, into a :class:`SessionError`.
+
+Compression is optimistic: read the summary and the messages after ``summarized_through``,
+summarise the oldest ones (slowly, maybe by an LLM) without holding a lock, then commit the new
+summary with a conditional write on the ``summarized_through`` the read saw. Appends only ever
+add messages with a higher ``seq``, so a message that arrives meanwhile is never folded; two
+compressions racing lose nothing either: the loser gets :class:`SessionConflict` and retries.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import (
+    CairnError,
+    RequestError,
+    SessionConflict,
+    SessionError,
+    SessionNotFound,
+)
+
+Role = Literal["user", "assistant", "system", "tool"]
+ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
+MAX_CONTENT_CHARS = 32_000
+MAX_SUMMARY_CHARS = 30_000
+DEFAULT_TTL_S = 7 * 24 * 3600
+MAX_TTL_S = 365 * 24 * 3600
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$")
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int
+    role: Role
+    content: str
+    created_at: float
+
+
+class Session(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    tenant: str
+    user: str | None = None
+    created_at: float
+    updated_at: float
+    expires_at: float  # epoch seconds; the whole session (every item) expires together
+    summary: str = ""
+    summarized_through: int = 0  # the seq of the last message folded into the summary
+    last_seq: int = 0  # the seq of the last message appended (the total ever appended)
+
+
+class SessionView(BaseModel):
+    """What planning reads: the summary, the last messages, the prefetched context, counts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session: Session
+    summary: str
+    recent: list[Message] = Field(default_factory=list)
+    prefetched: dict[str, Any] | None = None
+    message_count: int = 0  # appended over the session's life
+    unsummarized_count: int = 0  # messages held after the summary
+
+
+class Compression(BaseModel):
+    """What one :meth:`SessionStore.compress` did."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    folded: int = 0
+    summarized_through: int = 0
+    summary_chars: int = 0
+    attempts: int = 1
+
+
+class Summarizer(Protocol):
+    def summarize(self, previous: str, messages: Sequence[Message]) -> str: ...
+
+
+# --- validation ----------------------------------------------------------------------
+
+
+def check_id(kind: str, value: Any) -> str:
+    if not isinstance(value, str) or not _ID.match(value):
+        raise RequestError(
+            f"{kind} {value!r} is not valid; use 1-128 characters from letters, digits and _ . @ : - "
+            "(starting with a letter or digit)"
+        )
+    return value
+
+
+def check_role(role: Any) -> Role:
+    if role not in ROLES:
+        raise RequestError(f"role {role!r} is not valid; allowed: {', '.join(ROLES)}")
+    return role  # type: ignore[no-any-return]
+
+
+def check_content(content: Any) -> str:
+    if not isinstance(content, str):
+        raise RequestError(f"message content must be a string, got {type(content).__name__}")
+    if not content.strip():
+        raise RequestError("message content is empty; pass the text of the message")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise RequestError(
+            f"message content has {len(content):,} characters; the limit is {MAX_CONTENT_CHARS:,} "
+            "(split it, or store large tool output elsewhere and append a reference)"
+        )
+    return content
+
+
+def check_ttl(ttl_s: Any) -> int:
+    if not isinstance(ttl_s, int) or isinstance(ttl_s, bool) or not 60 <= ttl_s <= MAX_TTL_S:
+        raise RequestError(f"ttl_s {ttl_s!r} is not valid; use whole seconds from 60 to {MAX_TTL_S}")
+    return ttl_s
+
+
+# --- the store -------------------------------------------------------------------------
+
+
+class SessionStore(ABC):
+    """Sessions of every tenant; the tenant is part of every key."""
+
+    backend: str = "abstract"
+
+    def __init__(
+        self,
+        *,
+        default_ttl_s: int = DEFAULT_TTL_S,
+        max_messages: int = 50,
+        keep_last: int = 10,
+        summarizer: Summarizer | None = None,
+    ) -> None:
+        self.default_ttl_s = check_ttl(default_ttl_s)
+        if keep_last < 0 or max_messages < keep_last:
+            raise RequestError(f"keep_last ({keep_last}) must be >= 0 and <= max_messages ({max_messages})")
+        self.max_messages = max_messages
+        self.keep_last = keep_last
+        self.summarizer = summarizer
+
+    # public template methods ---------------------------------------------------------
+
+    def create(self, tenant: str, user: str | None = None, ttl_s: int | None = None) -> Session:
+        check_id("tenant", tenant)
+        if user is not None:
+            check_id("user", user)
+        ttl = check_ttl(self.default_ttl_s if ttl_s is None else ttl_s)
+        now = time.time()
+        session = Session(
+            id=uuid.uuid4().hex, tenant=tenant, user=user, created_at=now, updated_at=now, expires_at=now + ttl
+        )
+        with self._errors("create", session.id):
+            self._create(session)
+        return session
+
+    def append(self, tenant: str, session_id: str, role: str, content: str) -> Message:
+        self._check(tenant, session_id)
+        role_ = check_role(role)
+        text = check_content(content)
+        with self._errors("append", session_id):
+            return self._append(tenant, session_id, role_, text, time.time())
+
+    def get(self, tenant: str, session_id: str, recent: int = 5) -> SessionView:
+        self._check(tenant, session_id)
+        if not 0 <= recent <= 1000:
+            raise RequestError(f"recent={recent} is not valid; use 0 to 1000")
+        with self._errors("get", session_id):
+            session = self._load(tenant, session_id)
+            last = self._messages(tenant, session_id, session.summarized_through, newest=recent) if recent else []
+            prefetched = self._get_prefetched(tenant, session_id)
+        return SessionView(
+            session=session,
+            summary=session.summary,
+            recent=last,
+            prefetched=prefetched,
+            message_count=session.last_seq,
+            unsummarized_count=max(0, session.last_seq - session.summarized_through),
+        )
+
+    def list_messages(self, tenant: str, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[Message]:
+        """Messages held after the summary (and after ``after_seq``), oldest first."""
+        self._check(tenant, session_id)
+        with self._errors("list_messages", session_id):
+            session = self._load(tenant, session_id)
+            out = self._messages(tenant, session_id, max(after_seq, session.summarized_through))
+        return out[:limit] if limit is not None else out
+
+    def set_prefetched(self, tenant: str, session_id: str, context: dict[str, Any]) -> None:
+        self._check(tenant, session_id)
+        if not isinstance(context, dict):
+            raise RequestError(f"prefetched context must be a dict (FindResult.to_dict()), got {type(context).__name__}")
+        with self._errors("set_prefetched", session_id):
+            session = self._load(tenant, session_id)
+            self._set_prefetched(session, context, time.time())
+
+    def delete(self, tenant: str, session_id: str) -> bool:
+        """Delete a session and every message; ``False`` when there was none."""
+        self._check(tenant, session_id)
+        with self._errors("delete", session_id):
+            return self._delete(tenant, session_id)
+
+    def compress(
+        self,
+        tenant: str,
+        session_id: str,
+        keep_last: int | None = None,
+        summarizer: Summarizer | None = None,
+        *,
+        max_attempts: int = 5,
+    ) -> Compression:
+        """Fold every message but the last ``keep_last`` into the summary.
+
+        Safe while appends continue (see the module docstring); retries on a lost race.
+        """
+        self._check(tenant, session_id)
+        keep = self.keep_last if keep_last is None else keep_last
+        if keep < 0:
+            raise RequestError(f"keep_last={keep} is not valid; use 0 or more")
+        summarizer = summarizer or self.summarizer or _default_summarizer()
+        for attempt in range(1, max_attempts + 1):
+            with self._errors("compress", session_id):
+                session = self._load(tenant, session_id)
+                pending = self._messages(tenant, session_id, session.summarized_through)
+            if len(pending) <= keep:
+                return Compression(summarized_through=session.summarized_through, attempts=attempt)
+            fold = pending[: len(pending) - keep]
+            summary = summarizer.summarize(session.summary, fold)[:MAX_SUMMARY_CHARS]
+            try:
+                with self._errors("compress", session_id):
+                    self._commit_summary(session, summary, fold[-1].seq, time.time())
+            except SessionConflict:
+                if attempt == max_attempts:
+                    raise
+                time.sleep(0.01 * attempt)
+                continue
+            return Compression(
+                folded=len(fold), summarized_through=fold[-1].seq, summary_chars=len(summary), attempts=attempt
+            )
+        raise SessionConflict(f"session {session_id!r}: compression lost the race {max_attempts} times; retry")
+
+    def compress_if_needed(self, tenant: str, session_id: str) -> Compression | None:
+        """Compress when more than ``max_messages`` are held after the summary."""
+        view = self.get(tenant, session_id, recent=0)
+        if view.unsummarized_count <= self.max_messages:
+            return None
+        return self.compress(tenant, session_id)
+
+    # helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _check(tenant: str, session_id: str) -> None:
+        check_id("tenant", tenant)
+        check_id("session id", session_id)
+
+    @staticmethod
+    def not_found(session_id: str) -> SessionNotFound:
+        return SessionNotFound(
+            f"session {session_id!r} not found (it may have expired or been deleted); create one with `cairn session new`"
+        )
+
+    @contextmanager
+    def _errors(self, op: str, session_id: str) -> Iterator[None]:
+        try:
+            yield
+        except CairnError:
+            raise
+        except Exception as exc:
+            raise self._map_error(exc, op, session_id) from exc
+
+    def _map_error(self, exc: Exception, op: str, session_id: str) -> CairnError:
+        return SessionError(f"session {session_id!r}: {op} failed on the {self.backend} store: {exc}")
+
+    # what a backend fills in ----------------------------------------------------------
+
+    @abstractmethod
+    def _create(self, session: Session) -> None: ...
+
+    @abstractmethod
+    def _append(self, tenant: str, session_id: str, role: Role, content: str, now: float) -> Message:
+        """Allocate the next seq atomically and store the message; SessionNotFound if absent."""
+
+    @abstractmethod
+    def _load(self, tenant: str, session_id: str) -> Session:
+        """The session's meta; SessionNotFound when absent or expired."""
+
+    @abstractmethod
+    def _messages(self, tenant: str, session_id: str, after_seq: int, newest: int | None = None) -> list[Message]:
+        """Messages with seq > after_seq, oldest first; only the ``newest`` N when given."""
+
+    @abstractmethod
+    def _get_prefetched(self, tenant: str, session_id: str) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def _set_prefetched(self, session: Session, context: dict[str, Any], now: float) -> None: ...
+
+    @abstractmethod
+    def _commit_summary(self, session: Session, summary: str, through: int, now: float) -> None:
+        """Store the summary iff summarized_through is still ``session.summarized_through``
+        (else SessionConflict), then drop the folded messages (seq <= through)."""
+
+    @abstractmethod
+    def _delete(self, tenant: str, session_id: str) -> bool: ...
+
+
+def _default_summarizer() -> Summarizer:
+    from .compression import ExtractiveSummarizer
+
+    return ExtractiveSummarizer()

@@ -1,0 +1,181 @@
+"""SQLite sessions: the embedded default. One file, WAL, safe across threads and processes.
+
+Every connection belongs to one thread; writes run in ``BEGIN IMMEDIATE`` transactions, so
+the seq counter increment and the message insert are one atomic step, also between processes.
+The tenant is part of every primary key.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import CairnError, SessionConflict, SessionError
+from .base import Message, Role, Session, SessionStore
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    user TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    summary TEXT NOT NULL DEFAULT '',
+    summarized_through INTEGER NOT NULL DEFAULT 0,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    prefetched TEXT,
+    PRIMARY KEY (tenant, id)
+);
+CREATE TABLE IF NOT EXISTS messages (
+    tenant TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (tenant, session_id, seq)
+);
+CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
+"""
+_COLUMNS = "id, tenant, user, created_at, updated_at, expires_at, summary, summarized_through, last_seq"
+
+
+class SQLiteSessionStore(SessionStore):
+    backend = "sqlite"
+
+    def __init__(self, path: str | Path, **options: Any) -> None:
+        super().__init__(**options)
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._conn().executescript(_SCHEMA)
+
+    # connections ------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=True)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            self._local.db = db
+        return db
+
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self.db
+
+        def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+    def _tx(self) -> SQLiteSessionStore._Tx:
+        return self._Tx(self._conn())
+
+    def _map_error(self, exc: Exception, op: str, session_id: str) -> CairnError:
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            return SessionError(f"session {session_id!r}: {op}: the SQLite file {str(self.path)!r} is busy; retry", retryable=True)
+        return SessionError(f"session {session_id!r}: {op} failed on SQLite file {str(self.path)!r}: {exc}")
+
+    # backend methods ------------------------------------------------------------------
+
+    def _create(self, session: Session) -> None:
+        with self._tx() as db:
+            db.execute(
+                f"INSERT INTO sessions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                (session.id, session.tenant, session.user, session.created_at, session.updated_at,
+                 session.expires_at, session.summary, session.summarized_through, session.last_seq),
+            )
+
+    def _append(self, tenant: str, session_id: str, role: Role, content: str, now: float) -> Message:
+        with self._tx() as db:
+            row = db.execute(
+                "UPDATE sessions SET last_seq = last_seq + 1, updated_at = ? "
+                "WHERE tenant = ? AND id = ? AND expires_at > ? RETURNING last_seq",
+                (now, tenant, session_id, now),
+            ).fetchone()
+            if row is None:
+                raise self.not_found(session_id)
+            db.execute(
+                "INSERT INTO messages (tenant, session_id, seq, role, content, created_at) VALUES (?,?,?,?,?,?)",
+                (tenant, session_id, row[0], role, content, now),
+            )
+        return Message(seq=row[0], role=role, content=content, created_at=now)
+
+    def _load(self, tenant: str, session_id: str) -> Session:
+        row = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM sessions WHERE tenant = ? AND id = ? AND expires_at > ?",
+            (tenant, session_id, time.time()),
+        ).fetchone()
+        if row is None:
+            raise self.not_found(session_id)
+        return Session(**dict(zip([c.strip() for c in _COLUMNS.split(",")], row)))
+
+    def _messages(self, tenant: str, session_id: str, after_seq: int, newest: int | None = None) -> list[Message]:
+        sql = "SELECT seq, role, content, created_at FROM messages WHERE tenant = ? AND session_id = ? AND seq > ?"
+        if newest is not None:
+            rows = self._conn().execute(sql + " ORDER BY seq DESC LIMIT ?", (tenant, session_id, after_seq, newest)).fetchall()
+            rows.reverse()
+        else:
+            rows = self._conn().execute(sql + " ORDER BY seq", (tenant, session_id, after_seq)).fetchall()
+        return [Message(seq=s, role=r, content=c, created_at=t) for s, r, c, t in rows]
+
+    def _get_prefetched(self, tenant: str, session_id: str) -> dict[str, Any] | None:
+        row = self._conn().execute(
+            "SELECT prefetched FROM sessions WHERE tenant = ? AND id = ?", (tenant, session_id)
+        ).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
+
+    def _set_prefetched(self, session: Session, context: dict[str, Any], now: float) -> None:
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE sessions SET prefetched = ?, updated_at = ? WHERE tenant = ? AND id = ?",
+                (json.dumps(context, ensure_ascii=False), now, session.tenant, session.id),
+            )
+            if cur.rowcount == 0:
+                raise self.not_found(session.id)
+
+    def _commit_summary(self, session: Session, summary: str, through: int, now: float) -> None:
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE sessions SET summary = ?, summarized_through = ?, updated_at = ? "
+                "WHERE tenant = ? AND id = ? AND summarized_through = ?",
+                (summary, through, now, session.tenant, session.id, session.summarized_through),
+            )
+            if cur.rowcount == 0:
+                raise SessionConflict(f"session {session.id!r}: another compression committed first; retry")
+            db.execute(
+                "DELETE FROM messages WHERE tenant = ? AND session_id = ? AND seq <= ?",
+                (session.tenant, session.id, through),
+            )
+
+    def _delete(self, tenant: str, session_id: str) -> bool:
+        with self._tx() as db:
+            db.execute("DELETE FROM messages WHERE tenant = ? AND session_id = ?", (tenant, session_id))
+            return db.execute("DELETE FROM sessions WHERE tenant = ? AND id = ?", (tenant, session_id)).rowcount > 0
+
+    def purge_expired(self, now: float | None = None) -> int:
+        """Delete expired sessions and their messages; returns how many sessions went."""
+        now = time.time() if now is None else now
+        with self._tx() as db:
+            db.execute(
+                "DELETE FROM messages WHERE EXISTS (SELECT 1 FROM sessions s WHERE s.tenant = messages.tenant "
+                "AND s.id = messages.session_id AND s.expires_at <= ?)",
+                (now,),
+            )
+            return db.execute("DELETE FROM sessions WHERE expires_at <= ?", (now,)).rowcount
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None

@@ -1,0 +1,256 @@
+"""One behavioural suite for every SessionStore backend: SQLite, and DynamoDB on a moto server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from cairn.errors import RequestError, SessionConflict, SessionNotFound
+from cairn.sessions import Message, open_session_store
+from cairn.sessions.base import MAX_CONTENT_CHARS
+from cairn.sessions.compression import ExtractiveSummarizer
+
+pytestmark = pytest.mark.integration
+TABLE = "cairn-sessions"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint(monkeypatch_module):
+    from moto.server import ThreadedMotoServer
+
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch_module.setenv(key, value)
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def dynamodb_client(moto_endpoint):
+    import boto3
+    from botocore.config import Config
+    from cairn.sessions.dynamodb import create_table
+
+    client = boto3.client(
+        "dynamodb", region_name="us-east-1", endpoint_url=moto_endpoint,
+        config=Config(max_pool_connections=32, retries={"max_attempts": 2}),
+    )
+    create_table(client, TABLE)
+    return client
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        yield open_session_store("sqlite", path=tmp_path / "sessions.db", keep_last=3, max_messages=6)
+    else:
+        client = request.getfixturevalue("dynamodb_client")
+        yield open_session_store("dynamodb", table=TABLE, client=client, keep_last=3, max_messages=6)
+
+
+def test_create_append_get(store):
+    s = store.create("acme", user="ann")
+    store.append("acme", s.id, "user", "Is the Acorn Guest House quiet?")
+    store.append("acme", s.id, "assistant", "Yes, guests say it is very quiet.")
+    m = store.append("acme", s.id, "user", "Do they have parking?")
+    assert isinstance(m, Message) and m.seq == 3 and m.role == "user"
+    view = store.get("acme", s.id, recent=2)
+    assert [x.content for x in view.recent] == ["Yes, guests say it is very quiet.", "Do they have parking?"]
+    assert view.message_count == 3 and view.unsummarized_count == 3
+    assert view.session.user == "ann" and view.summary == "" and view.prefetched is None
+    assert [x.seq for x in store.list_messages("acme", s.id)] == [1, 2, 3]
+    assert [x.seq for x in store.list_messages("acme", s.id, after_seq=1, limit=1)] == [2]
+
+
+def test_tenants_are_isolated(store):
+    s = store.create("acme")
+    store.append("acme", s.id, "user", "hello")
+    with pytest.raises(SessionNotFound):
+        store.get("globex", s.id)
+    with pytest.raises(SessionNotFound):
+        store.append("globex", s.id, "user", "sneaky")
+    assert store.get("acme", s.id).message_count == 1
+
+
+def test_prefetched_context_round_trips(store):
+    s = store.create("acme")
+    ctx = {"resources": [{"uri": "cairn://resources/a.md", "score": 0.7}], "total": 1}
+    store.set_prefetched("acme", s.id, ctx)
+    assert store.get("acme", s.id).prefetched == ctx
+
+
+def test_not_found_and_bad_input(store):
+    with pytest.raises(SessionNotFound, match="not found"):
+        store.get("acme", "nope")
+    with pytest.raises(SessionNotFound):
+        store.append("acme", "nope", "user", "hi")
+    with pytest.raises(SessionNotFound):
+        store.set_prefetched("acme", "nope", {})
+    s = store.create("acme")
+    with pytest.raises(RequestError, match="role 'robot' is not valid; allowed: user, assistant, system, tool"):
+        store.append("acme", s.id, "robot", "hi")
+    with pytest.raises(RequestError, match="content is empty"):
+        store.append("acme", s.id, "user", "   ")
+    with pytest.raises(RequestError, match=f"limit is {MAX_CONTENT_CHARS:,}"):
+        store.append("acme", s.id, "user", "x" * (MAX_CONTENT_CHARS + 1))
+    with pytest.raises(RequestError, match="tenant"):
+        store.create("bad#tenant")
+    with pytest.raises(RequestError, match="ttl_s"):
+        store.create("acme", ttl_s=5)
+    assert store.get("acme", s.id).message_count == 0
+
+
+def test_delete(store):
+    s = store.create("acme")
+    store.append("acme", s.id, "user", "hello")
+    store.set_prefetched("acme", s.id, {"total": 0})
+    assert store.delete("acme", s.id) is True
+    assert store.delete("acme", s.id) is False
+    with pytest.raises(SessionNotFound):
+        store.get("acme", s.id)
+
+
+def test_expired_sessions_read_as_not_found(store, monkeypatch):
+    s = store.create("acme", ttl_s=60)
+    store.append("acme", s.id, "user", "hello")
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 120)
+    with pytest.raises(SessionNotFound):
+        store.get("acme", s.id)
+    with pytest.raises(SessionNotFound):
+        store.append("acme", s.id, "user", "too late")
+
+
+def test_compression_folds_the_oldest_into_the_summary(store):
+    s = store.create("acme")
+    for n in range(1, 9):
+        store.append("acme", s.id, "user" if n % 2 else "assistant", f"Message number {n}. Extra detail.")
+    assert store.compress_if_needed("acme", s.id) is not None  # 8 > max_messages=6
+    view = store.get("acme", s.id, recent=10)
+    assert [m.seq for m in view.recent] == [6, 7, 8]  # keep_last=3
+    assert view.summary.splitlines() == [f"{'user' if n % 2 else 'assistant'}: Message number {n}. Extra detail." for n in range(1, 6)]
+    assert view.message_count == 8 and view.unsummarized_count == 3
+    assert store.compress_if_needed("acme", s.id) is None
+    nothing = store.compress("acme", s.id, keep_last=3)
+    assert nothing.folded == 0
+
+
+def test_compression_while_appends_continue_loses_nothing(store):
+    s = store.create("acme")
+    for n in range(20):
+        store.append("acme", s.id, "user", f"early {n}.")
+    stop = threading.Event()
+    appended: list[int] = []
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set() or n < 10:
+            appended.append(store.append("acme", s.id, "user", f"late {n}.").seq)
+            n += 1
+
+    class SlowSummarizer(ExtractiveSummarizer):
+        def summarize(self, previous, messages):  # messages arrive while this runs
+            time.sleep(0.05)
+            return super().summarize(previous, messages)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(3):
+            store.compress("acme", s.id, keep_last=2, summarizer=SlowSummarizer())
+    finally:
+        stop.set()
+        t.join()
+    view = store.get("acme", s.id, recent=0)
+    held = store.list_messages("acme", s.id)
+    summarized = view.summary.splitlines()
+    # every message is either in the summary (exactly once) or still held, in order
+    total = 20 + len(appended)
+    assert view.message_count == total
+    assert len(summarized) + len(held) == total
+    assert [m.seq for m in held] == list(range(view.session.summarized_through + 1, total + 1))
+    everything = [line.split(": ", 1)[1] for line in summarized] + [m.content for m in held]
+    assert everything == [f"early {n}." for n in range(20)] + [f"late {n}." for n in range(len(appended))]
+
+
+def test_a_lost_compression_race_is_a_retryable_conflict(store):
+    s = store.create("acme")
+    for n in range(6):
+        store.append("acme", s.id, "user", f"m{n}.")
+
+    class Racing(ExtractiveSummarizer):
+        def summarize(self, previous, messages):
+            store.compress("acme", s.id, keep_last=1)  # another worker commits first
+            return super().summarize(previous, messages)
+
+    with pytest.raises(SessionConflict) as err:
+        store.compress("acme", s.id, keep_last=3, summarizer=Racing(), max_attempts=1)
+    assert err.value.retryable
+    assert [m.seq for m in store.list_messages("acme", s.id)] == [6]
+
+
+def test_concurrent_appends_store_every_message_once_in_order(store):
+    s = store.create("acme")
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        seqs = list(pool.map(lambda n: store.append("acme", s.id, "user", f"message {n}").seq, range(100)))
+    assert sorted(seqs) == list(range(1, 101))
+    held = store.list_messages("acme", s.id)
+    assert [m.seq for m in held] == list(range(1, 101))
+    assert sorted(m.content for m in held) == sorted(f"message {n}" for n in range(100))
+    by_seq = dict(zip(seqs, range(100)))
+    assert [m.content for m in held] == [f"message {by_seq[m.seq]}" for m in held]
+
+
+def test_dynamodb_item_layout_ttl_and_stream(dynamodb_client):
+    from cairn.sessions.dynamodb import TTL_ATTRIBUTE, DynamoDBSessionStore
+
+    store = DynamoDBSessionStore(TABLE, client=dynamodb_client)
+    s = store.create("acme", ttl_s=3600)
+    store.append("acme", s.id, "user", "hello")
+    items = dynamodb_client.query(
+        TableName=TABLE, KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"TENANT#acme#SESSION#{s.id}"}},
+    )["Items"]
+    by_sk = {i["sk"]["S"]: i for i in items}
+    assert set(by_sk) == {"META", "MSG#0000000001"}
+    msg = by_sk["MSG#0000000001"]
+    assert msg["type"]["S"] == "message" and msg["session_id"]["S"] == s.id and msg["seq"]["N"] == "1"
+    expires = int(by_sk["META"][TTL_ATTRIBUTE]["N"])
+    assert msg[TTL_ATTRIBUTE]["N"] == str(expires) and abs(expires - (time.time() + 3600)) < 60
+    ttl = dynamodb_client.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]
+    assert ttl["TimeToLiveStatus"] == "ENABLED" and ttl["AttributeName"] == TTL_ATTRIBUTE
+    table = dynamodb_client.describe_table(TableName=TABLE)["Table"]
+    assert table["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+
+
+def test_dynamodb_errors_are_mapped(moto_endpoint):
+    import boto3
+    from cairn.errors import SessionError
+    from cairn.sessions.dynamodb import DynamoDBSessionStore
+
+    client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=moto_endpoint)
+    store = DynamoDBSessionStore("no-such-table", client=client)
+    with pytest.raises(SessionError, match="table does not exist"):
+        store.create("acme")
