@@ -9,6 +9,7 @@ from . import uri as uris
 from .models import Candidate, MatchedContext
 
 DEFAULT_THRESHOLD = 0.1
+HOTNESS_HALF_LIFE_S = 7 * 24 * 3600
 
 
 def finite(score: float) -> float:
@@ -41,3 +42,19 @@ def to_match(c: Candidate) -> MatchedContext:
         tags=tuple(r.tags),
         title=r.title,
     )
+
+
+def hotness(active_count: int, updated_at: float, now: float, half_life_s: float = HOTNESS_HALF_LIFE_S) -> float:
+    """How "hot" a context is, in [0, 1): use (saturating in ``active_count``) times recency
+    (halving every ``half_life_s`` since ``updated_at``)."""
+    use = 1.0 - 1.0 / (1.0 + math.log1p(max(active_count, 0)))
+    age = max(now - updated_at, 0.0)
+    return use * 0.5 ** (age / half_life_s)
+
+
+def blend_hotness(c: Candidate, weight: float, now: float) -> Candidate:
+    """``(1−weight)·score + weight·hotness``; a weight of 0 (the default) changes nothing."""
+    if weight <= 0:
+        return c
+    h = hotness(c.record.active_count, c.record.updated_at, now)
+    return c.model_copy(update={"score": (1 - weight) * finite(c.score) + weight * h})

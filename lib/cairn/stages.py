@@ -7,15 +7,20 @@ the in-process pipeline call the same functions.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from pydantic import BaseModel, Field
 
-from .assemble import DEFAULT_THRESHOLD, above_threshold, dedupe_by_uri, to_match
+from .assemble import DEFAULT_THRESHOLD, above_threshold, blend_hotness, dedupe_by_uri, to_match
 from .embeddings import Embedder
 from .models import Candidate, FindResult, QueryPlan, QueryResult, ThinkingTrace, TypedQuery
+from .planning.base import Planner, raw_query
 from .requests import FindRequest
+from .rerank.base import Reranker
+from .sessions.base import SessionView
 from .retrieval.quick import quick_search
 from .retrieval.scope import roots_for
+from .retrieval.thinking import ThinkingConfig, thinking_search
 from .vectorstores import VectorStore
 
 
@@ -27,36 +32,75 @@ class RetrieveOutput(BaseModel):
     trace: ThinkingTrace = Field(default_factory=ThinkingTrace)
 
 
-def plan(request: FindRequest) -> QueryPlan:
-    """The raw-query plan: the query as it is, across the requested type (or every type)."""
-    tq = TypedQuery(
-        query=request.query,
-        context_type=request.context_type,
-        intent="raw query",
-        target_uris=request.target_uris,
-    )
-    return QueryPlan(reasoning="no planner configured: the raw query is searched as it is", queries=(tq,), planner="raw")
+def plan(request: FindRequest, planner: Planner | None = None, session: SessionView | None = None) -> QueryPlan:
+    """Plan the typed queries. Without a planner (``find()``), the raw query as it is, across
+    the requested type (or every type). A planner never raises: it falls back to the raw query."""
+    if planner is not None:
+        return planner.plan(request.query, session, context_type=request.context_type, target_uris=request.target_uris)
+    tq = raw_query(request.query, request.context_type, request.target_uris)
+    return QueryPlan(reasoning="no planner: the raw query is searched as it is", queries=(tq,), planner="raw")
 
 
 def retrieve(
-    typed_query: TypedQuery, request: FindRequest, *, tenant: str, store: VectorStore, embedder: Embedder
+    typed_query: TypedQuery,
+    request: FindRequest,
+    *,
+    tenant: str,
+    store: VectorStore,
+    embedder: Embedder,
+    thinking: ThinkingConfig | None = None,
+    rerank_follows: bool = False,
 ) -> RetrieveOutput:
-    """Search for one typed query; hand on candidates for rerank."""
+    """Search for one typed query (quick or thinking); hand on candidates for rerank:
+    ``2·limit`` when a reranker follows, else ``limit``."""
     started = time.perf_counter()
     vector = embedder.embed_one(typed_query.query).tolist()
     roots = roots_for(typed_query.context_type, typed_query.target_uris, request.user)
-    candidates, trace = quick_search(store, tenant, vector, roots, request.limit, request.filter)
+    hand_on = 2 * request.limit if rerank_follows else request.limit
+    if request.mode == "thinking":
+        cfg = thinking or ThinkingConfig()
+        if request.score_threshold is not None:
+            cfg = replace(cfg, threshold=request.score_threshold)
+        candidates, trace = thinking_search(store, tenant, vector, roots, request.limit, request.filter, cfg, hand_on)
+    else:
+        candidates, trace = quick_search(store, tenant, vector, roots, hand_on, request.filter)
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace)
 
 
-def rerank(outputs: list[RetrieveOutput], request: FindRequest, plan_: QueryPlan | None = None) -> FindResult:
-    """Threshold, dedupe by URI, cut to ``limit`` per typed query, bucket by context type."""
+def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: float) -> list[Candidate]:
+    """One rerank call per typed query (its fallbacks recorded in the trace), then hotness."""
+    candidates = out.candidates
+    if reranker is not None and candidates:
+        outcome = reranker.rerank(out.query.query, candidates)
+        candidates = list(outcome.candidates)
+        out.trace.stats.rerank_used = outcome.used
+        out.trace.stats.rerank_fallback = outcome.fallback
+        out.trace.add("rerank", detail=f"{outcome.reranker}: sent={outcome.sent} used={outcome.used}")
+        if outcome.fallback:
+            out.trace.add("fallback", detail=f"rerank kept vector scores: {outcome.fallback}")
+    if hotness_weight > 0:
+        now = time.time()
+        candidates = [blend_hotness(c, hotness_weight, now) for c in candidates]
+    return candidates
+
+
+def rerank(
+    outputs: list[RetrieveOutput],
+    request: FindRequest,
+    plan_: QueryPlan | None = None,
+    *,
+    reranker: Reranker | None = None,
+    hotness_weight: float = 0.0,
+) -> FindResult:
+    """Rerank each typed query's candidates, then threshold (strict ``>``), dedupe by URI,
+    cut to ``limit`` per typed query, and bucket by context type."""
     threshold = DEFAULT_THRESHOLD if request.score_threshold is None else request.score_threshold
     result = FindResult(query_plan=plan_)
     seen: dict[str, float] = {}
     for out in outputs:
-        kept = dedupe_by_uri(above_threshold(out.candidates, threshold))[: request.limit]
+        rescored = _rescore(out, reranker, hotness_weight)
+        kept = dedupe_by_uri(above_threshold(rescored, threshold))[: request.limit]
         out.trace.stats.candidates_excluded += len(out.candidates) - len(kept)
         matches = [to_match(c) for c in kept]
         result.query_results.append(

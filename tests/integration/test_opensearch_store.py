@@ -244,8 +244,8 @@ def test_persistent_503_is_retryable_unavailable(emulator: OpenSearchEmulator) -
 
 
 def test_timeouts_are_retried(emulator: OpenSearchEmulator) -> None:
-    store = make_opensearch_store(emulator, DIM, index=INDEX, timeout_s=0.3, max_retries=1)
-    emulator.delay_next(1.0, route="count")
+    store = make_opensearch_store(emulator, DIM, index=INDEX, timeout_s=1.0, max_retries=1)
+    emulator.delay_next(3.0, route="count")  # well past the timeout; the retry has room on a loaded machine
     assert store.count("acme") == 0
     assert emulator.requests["count"] == 2
 

@@ -1,0 +1,167 @@
+"""Thinking mode: hierarchical, best-first retrieval with bounded cost.
+
+1. one global search over every level under the roots: leaves go straight into the pool
+   (no file depends on its directory's summary to be found), directories seed the frontier;
+2. rounds: pop up to ``dirs_per_round`` unvisited directories, search inside all of them with
+   ONE ``query_many`` call, propagate scores from parent to child, prune at the threshold,
+   put new directories back on the frontier;
+3. stop when the top set or the pool stops changing for ``patience`` rounds, the frontier
+   is empty, or a budget (rounds, vector calls, deadline) is spent. The trace says which.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..models import Candidate, Level, ThinkingTrace, TraceStats
+from ..vectorstores import VectorHit, VectorQuery, VectorStore
+from .scope import scope_filter
+from .scoring import Convergence, add_to_pool, passes, propagate, ranked, top_uris
+
+DEFAULT_ALPHA = 0.5
+
+
+@dataclass(frozen=True)
+class ThinkingConfig:
+    alpha: float = DEFAULT_ALPHA
+    threshold: float = 0.1
+    dirs_per_round: int = 4
+    global_limit: int = 0  # 0: max(3·limit, 30)
+    max_rounds: int = 5
+    max_vector_calls: int = 8
+    deadline_ms: float = 2000.0
+    patience: int = 3
+    scope: Literal["children", "subtree"] = "children"  # what one expansion searches
+
+    def global_k(self, limit: int) -> int:
+        return self.global_limit or max(3 * limit, 30)
+
+    @staticmethod
+    def per_dir_k(limit: int) -> int:
+        return max(2 * limit, 20)
+
+
+def _expand_filter(directory: str, scope: str, user_filter: dict | None) -> dict[str, Any]:
+    inside: dict[str, Any] = {"parent_uri": directory} if scope == "children" else {"ancestors": directory}
+    return {"$and": [inside, user_filter]} if user_filter else inside
+
+
+class _Search:
+    """State of one hierarchical search (kept small; the rules live in scoring.py)."""
+
+    def __init__(self, store: VectorStore, tenant: str, vector: list[float], cfg: ThinkingConfig, limit: int, user_filter: dict | None):
+        self.store, self.tenant, self.vector, self.cfg = store, tenant, vector, cfg
+        self.limit, self.user_filter = limit, user_filter
+        self.pool: dict[str, Candidate] = {}
+        self.frontier: list[tuple[float, str]] = []  # (-score, dir uri)
+        self.dir_scores: dict[str, float] = {}
+        self.visited: set[str] = set()
+        self.trace = ThinkingTrace(stats=TraceStats(mode="thinking"))
+
+    def push_dir(self, uri: str, score: float) -> None:
+        if score > self.dir_scores.get(uri, -1.0):
+            self.dir_scores[uri] = score
+            if uri not in self.visited:
+                heapq.heappush(self.frontier, (-score, uri))
+
+    def take(self, hit: VectorHit, parent_score: float, round_: int, reason: str) -> None:
+        score = propagate(hit.score, parent_score, self.cfg.alpha)
+        rec = hit.record
+        if not passes(score, self.cfg.threshold):
+            self.trace.stats.candidates_excluded += 1
+            self.trace.add("exclude", round=round_, uri=rec.uri, score=round(score, 4), detail=f"L{int(rec.level)} under threshold")
+            return
+        add_to_pool(self.pool, Candidate(record=rec, score=score, reason=reason, round=round_))
+        if rec.level is not Level.DETAIL:
+            self.push_dir(rec.uri, score)
+
+    def global_search(self, roots: list[str]) -> None:
+        k = self.cfg.global_k(self.limit)
+        hits = self.store.query(VectorQuery(tenant=self.tenant, vector=self.vector, filter=scope_filter(roots, self.user_filter), limit=k))
+        self.trace.stats.vector_calls += 1
+        self.trace.add("global_search", detail=f"roots={roots} limit={k} hits={len(hits)}")
+        for h in hits:
+            self.take(h, 0.0, 0, "global")
+        for r in roots:  # roots seed the frontier with score 0
+            if r not in self.dir_scores:
+                self.dir_scores[r] = 0.0
+                heapq.heappush(self.frontier, (0.0, r))
+
+    def pop_round(self) -> list[str]:
+        batch: list[str] = []
+        while self.frontier and len(batch) < self.cfg.dirs_per_round:
+            neg, uri = heapq.heappop(self.frontier)
+            if uri in self.visited or -neg < self.dir_scores.get(uri, 0.0):
+                continue  # already expanded, or a stale entry superseded by a better score
+            self.visited.add(uri)
+            batch.append(uri)
+        return batch
+
+    def expand(self, dirs: list[str], round_: int) -> None:
+        k = self.cfg.per_dir_k(self.limit)
+        requests = [
+            VectorQuery(tenant=self.tenant, vector=self.vector, filter=_expand_filter(d, self.cfg.scope, self.user_filter), limit=k)
+            for d in dirs
+        ]
+        results = self.store.query_many(requests)  # one call for the whole round
+        self.trace.stats.vector_calls += 1
+        self.trace.stats.directories_searched += len(dirs)
+        for d, hits in zip(dirs, results, strict=True):
+            parent = self.dir_scores.get(d, 0.0)
+            self.trace.add("expand", round=round_, uri=d, score=round(parent, 4), detail=f"hits={len(hits)}")
+            for h in hits:
+                self.take(h, parent, round_, f"child-of:{d}")
+
+
+def _stop_by_budget(s: _Search, started: float, rounds: int) -> str | None:
+    cfg = s.cfg
+    if rounds >= cfg.max_rounds:
+        return "max_rounds"
+    if s.trace.stats.vector_calls >= cfg.max_vector_calls:
+        return "max_vector_calls"
+    if (time.perf_counter() - started) * 1000 >= cfg.deadline_ms:
+        return "deadline"
+    if not s.frontier:
+        return "frontier_empty"
+    return None
+
+
+def thinking_search(
+    store: VectorStore,
+    tenant: str,
+    vector: list[float],
+    roots: list[str],
+    limit: int,
+    user_filter: dict | None = None,
+    config: ThinkingConfig | None = None,
+    hand_on: int | None = None,
+) -> tuple[list[Candidate], ThinkingTrace]:
+    """Hierarchical search; returns the best ``hand_on`` (default ``limit``) candidates and the trace."""
+    cfg = config or ThinkingConfig()
+    started = time.perf_counter()
+    s = _Search(store, tenant, vector, cfg, limit, user_filter)
+    if not roots:
+        s.trace.stats.stop_reason = "no_roots"
+        return [], s.trace
+    s.global_search(roots)
+    conv = Convergence(cfg.patience)
+    rounds = 0
+    stop = _stop_by_budget(s, started, rounds)
+    while stop is None:
+        dirs = s.pop_round()
+        if not dirs:
+            stop = "frontier_empty"
+            break
+        rounds += 1
+        s.expand(dirs, rounds)
+        stop = conv.update(top_uris(s.pool, limit), len(s.pool)) or _stop_by_budget(s, started, rounds)
+    s.trace.stats.rounds = rounds
+    s.trace.stats.stop_reason = stop
+    s.trace.add("stop", round=rounds, detail=stop)
+    out = ranked(s.pool.values())[: hand_on or limit]
+    s.trace.stats.candidates_kept = len(out)
+    s.trace.stats.latency_ms = (time.perf_counter() - started) * 1000
+    return out, s.trace
