@@ -1,0 +1,157 @@
+"""Hierarchical retrieval: each rule pinned on a small tree whose scores are known exactly."""
+
+import math
+
+import pytest
+
+from cairn.models import Candidate, ContextRecord
+from cairn.retrieval.scoring import Convergence, add_to_pool, passes, propagate, top_uris
+from cairn.retrieval.thinking import ThinkingConfig, thinking_search
+from cairn.vectorstores.local import LocalVectorStore
+
+pytestmark = pytest.mark.unit
+Q = [1.0, 0.0, 0.0, 0.0]
+ROOT = "cairn://resources"
+
+
+def vec(score: float) -> list[float]:
+    """A unit vector whose cosine with Q is exactly ``score``."""
+    return [score, math.sqrt(1 - score * score), 0.0, 0.0]
+
+
+TREE = {  # uri -> (level, raw score)
+    ("cairn://resources/a", 0): 0.9,
+    ("cairn://resources/a", 1): 0.8,
+    ("cairn://resources/a/x.md", 2): 0.3,
+    ("cairn://resources/a/sub", 0): 0.5,
+    ("cairn://resources/a/sub", 1): 0.4,
+    ("cairn://resources/a/sub/deep.md", 2): 0.2,
+    ("cairn://resources/b", 0): 0.2,
+    ("cairn://resources/b", 1): 0.15,
+    ("cairn://resources/b/y.md", 2): 0.6,
+}
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = LocalVectorStore(None, dimension=4)
+    s.upsert([ContextRecord.build(tenant="t", uri=u, level=lvl, vector=vec(sc)) for (u, lvl), sc in TREE.items()])
+    return s
+
+
+def search(store, **cfg):
+    limit = cfg.pop("limit", 10)
+    hand_on = cfg.pop("hand_on", None)
+    return thinking_search(store, "t", Q, [ROOT], limit, None, ThinkingConfig(**cfg), hand_on)
+
+
+def scores(cands):
+    return {(c.record.uri, int(c.record.level)): round(c.score, 6) for c in cands}
+
+
+def test_propagation_rule():
+    assert propagate(0.4, 0.8, 0.5) == pytest.approx(0.6)
+    assert propagate(0.4, 0.8, 1.0) == pytest.approx(0.4)
+    assert propagate(0.4, 0.0, 0.3) == 0.4  # a parent of score 0 (a root) passes the child through
+    assert propagate(math.nan, 0.8, 0.5) == 0.0
+
+
+def test_threshold_is_strict():
+    assert not passes(0.1, 0.1)
+    assert passes(0.1000001, 0.1)
+    assert not passes(math.inf, 0.1) and not passes(math.nan, -1.0)
+
+
+def test_scores_propagate_down_the_tree(store):
+    found, trace = search(store, alpha=0.5, threshold=0.0, global_limit=2)
+    got = scores(found)
+    # global search (limit 2) finds a (L0, 0.9) and a (L1, 0.8) only; everything else comes by expansion
+    assert got[("cairn://resources/a/x.md", 2)] == pytest.approx(0.5 * 0.3 + 0.5 * 0.9)
+    sub = 0.5 * 0.5 + 0.5 * 0.9
+    assert got[("cairn://resources/a/sub", 0)] == pytest.approx(sub)
+    assert got[("cairn://resources/a/sub/deep.md", 2)] == pytest.approx(0.5 * 0.2 + 0.5 * sub)
+    # b is a child of the root (score 0): passed through unchanged
+    assert got[("cairn://resources/b/y.md", 2)] == pytest.approx(0.5 * 0.6 + 0.5 * 0.2)
+    assert got[("cairn://resources/b", 0)] == pytest.approx(0.2)
+    assert trace.stats.vector_calls <= 1 + trace.stats.rounds
+
+
+def test_leaves_found_by_the_global_search_keep_their_score_and_need_no_directory(store):
+    found, _ = search(store, alpha=0.5, threshold=0.0, max_rounds=0)
+    got = scores(found)
+    assert got[("cairn://resources/b/y.md", 2)] == pytest.approx(0.6)  # found although b scores 0.2
+    assert got[("cairn://resources/a/sub/deep.md", 2)] == pytest.approx(0.2)
+
+
+def test_children_at_or_under_the_threshold_are_neither_kept_nor_expanded(store):
+    found, trace = search(store, alpha=1.0, threshold=0.45, global_limit=3)
+    uris = {u for u, _ in scores(found)}
+    assert "cairn://resources/a/sub/deep.md" not in uris and "cairn://resources/b" not in uris
+    assert "cairn://resources/b" not in trace.searched_directories
+    assert "cairn://resources/a/sub" in trace.searched_directories  # 0.5 > 0.45: expanded
+    excluded = {e.uri for e in trace.events if e.kind == "exclude"}
+    assert "cairn://resources/a/sub/deep.md" in excluded and trace.stats.candidates_excluded >= 1
+
+
+def test_the_pool_keeps_the_best_score_per_uri_and_level():
+    r = ContextRecord.build(tenant="t", uri="cairn://resources/a.md", level=2)
+    pool: dict = {}
+    assert add_to_pool(pool, Candidate(record=r, score=0.3))
+    assert add_to_pool(pool, Candidate(record=r, score=0.5))
+    assert not add_to_pool(pool, Candidate(record=r, score=0.4))
+    assert [c.score for c in pool.values()] == [0.5]
+    r0 = ContextRecord.build(tenant="t", uri="cairn://resources/d", level=0)
+    r1 = ContextRecord.build(tenant="t", uri="cairn://resources/d", level=1)
+    add_to_pool(pool, Candidate(record=r0, score=0.9))
+    add_to_pool(pool, Candidate(record=r1, score=0.8))
+    assert top_uris(pool, 2) == {"cairn://resources/d", "cairn://resources/a.md"}
+
+
+def test_stop_rule_frontier_empty(store):
+    _, trace = search(store, threshold=0.0)
+    assert trace.stats.stop_reason == "frontier_empty"
+    assert set(trace.searched_directories) == {ROOT, "cairn://resources/a", "cairn://resources/a/sub", "cairn://resources/b"}
+
+
+def test_budget_max_rounds(store):
+    _, trace = search(store, threshold=0.0, max_rounds=1, dirs_per_round=1)
+    assert trace.stats.stop_reason == "max_rounds" and trace.stats.rounds == 1
+    assert trace.searched_directories == ["cairn://resources/a"]  # best first
+
+
+def test_budget_max_vector_calls(store):
+    _, trace = search(store, threshold=0.0, max_vector_calls=2, dirs_per_round=1)
+    assert trace.stats.stop_reason == "max_vector_calls" and trace.stats.vector_calls == 2
+
+
+def test_budget_deadline(store):
+    _, trace = search(store, threshold=0.0, deadline_ms=0.0)
+    assert trace.stats.stop_reason == "deadline" and trace.stats.rounds == 0
+
+
+def test_one_batched_call_per_round(store):
+    before = store.metrics.calls["query_many"]
+    _, trace = search(store, threshold=0.0, dirs_per_round=4)
+    assert store.metrics.calls["query_many"] - before == trace.stats.rounds
+    assert trace.stats.vector_calls == 1 + trace.stats.rounds
+
+
+def test_convergence_rules():
+    c = Convergence(patience=3)
+    top = frozenset({"a"})
+    assert [c.update(top, n) for n in (1, 2, 3)] == [None, None, None]
+    assert c.update(top, 4) == "converged"  # top unchanged for 3 rounds
+    c = Convergence(patience=3)
+    assert [c.update(frozenset({str(n)}), 5) for n in range(4)] == [None, None, None, "pool_stable"]
+
+
+def test_hand_on_two_limit_when_a_reranker_follows(store):
+    found, _ = search(store, threshold=0.0, limit=2, hand_on=4)
+    assert len(found) == 4
+    found, _ = search(store, threshold=0.0, limit=2)
+    assert len(found) == 2
+
+
+def test_no_roots_searches_nothing(store):
+    found, trace = thinking_search(store, "t", Q, [], 5)
+    assert found == [] and trace.stats.vector_calls == 0 and trace.stats.stop_reason == "no_roots"
