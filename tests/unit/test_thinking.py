@@ -155,3 +155,14 @@ def test_hand_on_two_limit_when_a_reranker_follows(store):
 def test_no_roots_searches_nothing(store):
     found, trace = thinking_search(store, "t", Q, [], 5)
     assert found == [] and trace.stats.vector_calls == 0 and trace.stats.stop_reason == "no_roots"
+
+
+def test_subtree_scope_reaches_deep_leaves_in_one_expansion(store):
+    found, trace = search(store, threshold=0.0, scope="subtree", dirs_per_round=1, max_rounds=2)
+    got = scores(found)
+    # round 1 expands a (0.9): deep.md, two levels down, is reached by that one call
+    assert trace.searched_directories[0] == "cairn://resources/a"
+    assert got[("cairn://resources/a/sub/deep.md", 2)] == pytest.approx(0.5 * 0.2 + 0.5 * 0.9)
+    # a/sub lies inside the searched subtree: kept as a candidate, never expanded again
+    assert ("cairn://resources/a/sub", 0) in got
+    assert "cairn://resources/a/sub" not in trace.searched_directories

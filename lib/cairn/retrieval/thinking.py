@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..models import Candidate, Level, ThinkingTrace, TraceStats
+from ..uri import is_under
 from ..vectorstores import VectorHit, VectorQuery, VectorStore
 from .scope import scope_filter
 from .scoring import Convergence, add_to_pool, passes, propagate, ranked, top_uris
@@ -34,7 +35,9 @@ class ThinkingConfig:
     max_vector_calls: int = 8
     deadline_ms: float = 2000.0
     patience: int = 3
-    scope: Literal["children", "subtree"] = "children"  # what one expansion searches
+    # what one expansion searches: a directory's children (DESIGN §2.2), or its whole subtree
+    # (one call reaches leaves at any depth; the directories below are then not expanded again)
+    scope: Literal["children", "subtree"] = "children"
 
     def global_k(self, limit: int) -> int:
         return self.global_limit or max(3 * limit, 30)
@@ -67,7 +70,7 @@ class _Search:
             if uri not in self.visited:
                 heapq.heappush(self.frontier, (-score, uri))
 
-    def take(self, hit: VectorHit, parent_score: float, round_: int, reason: str) -> None:
+    def take(self, hit: VectorHit, parent_score: float, round_: int, reason: str, expandable: bool = True) -> None:
         score = propagate(hit.score, parent_score, self.cfg.alpha)
         rec = hit.record
         if not passes(score, self.cfg.threshold):
@@ -75,7 +78,7 @@ class _Search:
             self.trace.add("exclude", round=round_, uri=rec.uri, score=round(score, 4), detail=f"L{int(rec.level)} under threshold")
             return
         add_to_pool(self.pool, Candidate(record=rec, score=score, reason=reason, round=round_))
-        if rec.level is not Level.DETAIL:
+        if rec.level is not Level.DETAIL and expandable:
             self.push_dir(rec.uri, score)
 
     def global_search(self, roots: list[str]) -> None:
@@ -85,6 +88,8 @@ class _Search:
         self.trace.add("global_search", detail=f"roots={roots} limit={k} hits={len(hits)}")
         for h in hits:
             self.take(h, 0.0, 0, "global")
+        if self.cfg.scope == "subtree":
+            return  # the global search already searched the roots' whole subtrees
         for r in roots:  # roots seed the frontier with score 0
             if r not in self.dir_scores:
                 self.dir_scores[r] = 0.0
@@ -96,6 +101,8 @@ class _Search:
             neg, uri = heapq.heappop(self.frontier)
             if uri in self.visited or -neg < self.dir_scores.get(uri, 0.0):
                 continue  # already expanded, or a stale entry superseded by a better score
+            if self.cfg.scope == "subtree" and any(is_under(uri, v) for v in self.visited):
+                continue  # inside a subtree that was already searched
             self.visited.add(uri)
             batch.append(uri)
         return batch
@@ -109,11 +116,13 @@ class _Search:
         results = self.store.query_many(requests)  # one call for the whole round
         self.trace.stats.vector_calls += 1
         self.trace.stats.directories_searched += len(dirs)
+        # A subtree search already covered every directory below d: they are kept, not expanded.
+        expandable = self.cfg.scope == "children"
         for d, hits in zip(dirs, results, strict=True):
             parent = self.dir_scores.get(d, 0.0)
             self.trace.add("expand", round=round_, uri=d, score=round(parent, 4), detail=f"hits={len(hits)}")
             for h in hits:
-                self.take(h, parent, round_, f"child-of:{d}")
+                self.take(h, parent, round_, f"child-of:{d}" if expandable else f"under:{d}", expandable)
 
 
 def _stop_by_budget(s: _Search, started: float, rounds: int) -> str | None:
