@@ -1,6 +1,8 @@
 """The ``cairn`` command.
 
     cairn ingest PATH --uri cairn://resources/...   build the L0/L1/L2 tree of a folder
+    cairn read URI [--level 0|1|2]                   read progressively: abstract, overview, body
+    cairn rm URI                                     delete a subtree from both stores
     cairn find "QUERY" [--limit N] [--json]         search it
     cairn demo                                       ingest cairn's own docs and ask about them
 
@@ -39,26 +41,105 @@ def _service(args: argparse.Namespace) -> Any:
     return Cairn.from_settings(load_settings(home=args.home, tenant=args.tenant))
 
 
+def _rate_progress() -> Any:
+    """Progress on stderr with records/s and an ETA (on a terminal, or with CAIRN_PROGRESS=1)."""
+    import time
+
+    started: dict[str, float] = {}
+
+    def report(stage: str, done: int, total: int) -> None:
+        if not (sys.stderr.isatty() or os.environ.get("CAIRN_PROGRESS") == "1") or total <= 0:
+            return
+        t0 = started.setdefault(stage, time.perf_counter())
+        elapsed = time.perf_counter() - t0
+        rate = done / elapsed if elapsed > 0 and done else 0.0
+        eta = f", ETA {(total - done) / rate:.0f}s" if rate and done < total else ""
+        end = "\n" if done >= total else "\r"
+        print(f"  {stage}: {done}/{total} records ({rate:.1f} records/s{eta})   ", end=end, file=sys.stderr, flush=True)
+
+    return report
+
+
+def _content_store(args: argparse.Namespace) -> Any:
+    """The content store: S3 when CAIRN_CONTENT_BUCKET is set, else a folder under the cairn home."""
+    from .config import load_settings
+    from .ingest import LocalContentStore, S3ContentStore
+
+    bucket = os.environ.get("CAIRN_CONTENT_BUCKET")
+    if bucket:
+        return S3ContentStore(bucket, os.environ.get("CAIRN_CONTENT_PREFIX", ""))
+    return LocalContentStore(load_settings(home=args.home, tenant=args.tenant).home / "content")
+
+
+def _ingestor(args: argparse.Namespace, title_rules: tuple = (), leaf_rules: tuple = ()) -> Any:
+    from .ingest import Ingestor
+
+    svc = _service(args)
+    return Ingestor(
+        svc.store, svc.embedder, svc.tenant, content=_content_store(args), title_rules=title_rules,
+        leaf_title_rules=leaf_rules,
+    )
+
+
+def _title_rules(specs: list[str] | None, leaves: bool = False) -> tuple:
+    from .ingest import DSTC11_LEAF_TITLE_RULES, DSTC11_TITLE_RULES, DirTitleRule
+
+    preset = DSTC11_LEAF_TITLE_RULES if leaves else DSTC11_TITLE_RULES
+    rules: list[Any] = []
+    for spec in specs or []:
+        rules.extend(preset if spec == "dstc11" else [DirTitleRule.parse(spec)])
+    return tuple(rules)
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if not path.exists():
-        raise RequestError(f"path {args.path!r} does not exist; give a folder or a file of Markdown/text")
+        raise RequestError(f"path {args.path!r} does not exist; give a folder or a file of Markdown/text/JSON")
     from . import uri as uris
 
     uris.context_type_of(args.uri)  # a clear error before any work
+    rules, leaf_rules = _title_rules(args.dir_title), _title_rules(args.leaf_title, leaves=True)
     print(f"Ingesting {path} into {args.uri} ...", file=sys.stderr)
-    report = _service(args).ingest(path, args.uri, _progress)
+    report = _ingestor(args, rules, leaf_rules).ingest_path(path, args.uri, _rate_progress(), format=args.format)
     print(
         f"{report.documents} documents -> {report.records} records "
-        f"({report.embedded} embedded, {report.unchanged} unchanged) in {report.seconds:.1f}s"
+        f"({report.embedded} embedded, {report.unchanged} unchanged, {report.removed} removed) "
+        f"in {report.seconds:.1f}s ({report.records_per_second:.1f} records/s)"
     )
     for r in report.rejected:
         print(f"  skipped {r.source}: {r.reason}", file=sys.stderr)
+    for w in report.warnings:
+        print(f"  warning: {w}", file=sys.stderr)
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    from .ingest import read
+
+    svc = _service(args)
+    result = read(svc.store, _content_store(args), svc.tenant, args.uri, args.level)
+    if args.json:
+        import dataclasses
+
+        print(json.dumps({**dataclasses.asdict(result), "level": int(result.level)}, indent=2, ensure_ascii=False))
+    else:
+        print(f"# {result.title}  [L{int(result.level)} of {result.kind} {result.uri}]\n")
+        print(result.text)
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    report = _ingestor(args).delete(args.uri)
+    print(f"removed {args.uri}: {report.removed} records deleted, {report.summarized} directory summaries updated")
     return 0
 
 
 def print_table(result: Any, show_provenance: bool = False) -> None:
     matches = result.all()
+    plan = result.query_plan
+    if plan is not None and plan.planner != "raw":
+        queries = "; ".join(f"{q.query!r} ({q.context_type.value if q.context_type else 'all'})" for q in plan.queries)
+        print(f"  plan [{plan.planner}{', fallback' if plan.fallback else ''}]: {queries or 'no retrieval needed'}")
     if not matches:
         print("  (no results above the score threshold)")
     for n, m in enumerate(matches, 1):
@@ -67,18 +148,28 @@ def print_table(result: Any, show_provenance: bool = False) -> None:
         print(textwrap.indent(textwrap.fill(abstract, width=100), " " * 17))
     if show_provenance:
         for qr in result.query_results:
-            p = qr.provenance()
-            stats = p["trace"]["stats"]
-            print(
-                f"  provenance: mode={stats['mode']} vector_calls={stats['vector_calls']} "
-                f"rounds={stats['rounds']} stop={stats['stop_reason']} latency={stats['latency_ms']:.1f}ms"
-            )
-            for m in p["matches"]:
-                print(f"    {m['tier']} {m['reason']:<8} {m['score']:.3f} {m['uri']}")
+            print_provenance(qr.provenance())
 
 
-def cmd_find(args: argparse.Namespace) -> int:
+def print_provenance(p: dict[str, Any]) -> None:
+    stats = p["trace"]["stats"]
+    rerank = f" rerank={'used' if stats['rerank_used'] else 'off'}" + (
+        f" (fallback: {stats['rerank_fallback']})" if stats["rerank_fallback"] else ""
+    )
+    print(
+        f"  provenance: mode={stats['mode']} vector_calls={stats['vector_calls']} rounds={stats['rounds']} "
+        f"stop={stats['stop_reason']}{rerank} latency={stats['latency_ms']:.1f}ms"
+    )
+    for d in p["searched_directories"]:
+        print(f"    searched {d}")
+    for m in p["matches"]:
+        print(f"    {m['tier']} {m['reason']:<8} {m['score']:.3f} {m['uri']}")
+
+
+def _find_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {"limit": args.limit, "include_provenance": args.explain}
+    if args.mode:
+        options["mode"] = args.mode
     if args.type:
         options["context_type"] = args.type
     if args.target:
@@ -88,11 +179,47 @@ def cmd_find(args: argparse.Namespace) -> int:
             options["filter"] = json.loads(args.filter)
         except json.JSONDecodeError as exc:
             raise RequestError(f"--filter is not valid JSON: {exc.msg} at character {exc.pos}") from None
-    result = _service(args).find(args.query, **options)
+    if getattr(args, "rerank", None) is not None:
+        options["rerank"] = args.rerank
+    return options
+
+
+def _print_result(result: Any, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(result.to_dict(include_provenance=args.explain), indent=2, ensure_ascii=False))
     else:
         print_table(result, show_provenance=args.explain)
+
+
+def cmd_find(args: argparse.Namespace) -> int:
+    _print_result(_service(args).find(args.query, **_find_options(args)), args)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    _print_result(_service(args).search(args.query, session_id=args.session, **_find_options(args)), args)
+    return 0
+
+
+def cmd_session(args: argparse.Namespace) -> int:
+    from .config import load_settings
+    from .factory import build_session_store
+
+    settings = load_settings(home=args.home, tenant=args.tenant)
+    sessions, tenant = build_session_store(settings), settings.tenant  # no model or store is loaded
+    if args.session_command == "new":
+        session = sessions.create(tenant, user=args.user)
+        print(session.id)
+    elif args.session_command == "add":
+        msg = sessions.append(tenant, args.session_id, args.role, args.content)
+        sessions.compress_if_needed(tenant, args.session_id)
+        print(f"added message {msg.seq} to {args.session_id}")
+    else:
+        view = sessions.get(tenant, args.session_id, recent=args.recent)
+        if view.summary:
+            print(f"summary: {view.summary}")
+        for m in view.recent:
+            print(f"{m.seq:>4} {m.role:<9} {m.content}")
     return 0
 
 
@@ -126,20 +253,66 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", help="tenant to act as (env CAIRN_TENANT, default 'default')")
     sub = p.add_subparsers(dest="command", required=True)
 
-    ing = sub.add_parser("ingest", help="ingest a folder of Markdown/text files")
+    ing = sub.add_parser("ingest", help="ingest a folder (Markdown/text/JSON) or a BEIR corpus; re-ingesting syncs")
     ing.add_argument("path")
     ing.add_argument("--uri", required=True, help="root URI, e.g. cairn://resources/handbook")
+    ing.add_argument(
+        "--format", choices=["folder", "beir"], default="folder",
+        help="folder: Markdown/text/JSON files; beir: corpus.jsonl placed by metadata.path or _id (default folder)",
+    )
+    ing.add_argument(
+        "--dir-title", action="append", metavar="RULE",
+        help="directory titles from metadata: DEPTH=TEMPLATE or GLOB=TEMPLATE, e.g. "
+        "'2={entity_name} ({domain})' or '*/*/review=Reviews of {entity_name}' (repeatable; "
+        "'dstc11' is a preset)",
+    )
+    ing.add_argument(
+        "--leaf-title", action="append", metavar="RULE",
+        help="leaf titles from their metadata, GLOB=TEMPLATE over the leaf's path, where {title} is its "
+        "own title, e.g. '*/*/faq/*={entity_name} — {title}' (repeatable; 'dstc11' is a preset)",
+    )
     ing.set_defaults(func=cmd_ingest)
 
-    find = sub.add_parser("find", help="find context for one query")
-    find.add_argument("query")
-    find.add_argument("--limit", type=int, default=5)
-    find.add_argument("--type", choices=["memory", "resource", "skill"])
-    find.add_argument("--target", action="append", help="search only under this URI (repeatable)")
-    find.add_argument("--filter", help='Mongo-style filter as JSON, e.g. \'{"level": 2}\'')
-    find.add_argument("--json", action="store_true", help="print the result as JSON")
-    find.add_argument("--explain", action="store_true", help="show provenance: how each match was found")
-    find.set_defaults(func=cmd_find)
+    rd = sub.add_parser("read", help="read a URI progressively: L0 abstract, L1 overview, L2 full body")
+    rd.add_argument("uri")
+    rd.add_argument("--level", type=int, choices=[0, 1, 2], default=0)
+    rd.add_argument("--json", action="store_true", help="print the result as JSON")
+    rd.set_defaults(func=cmd_read)
+
+    rm = sub.add_parser("rm", help="delete a directory or file (and everything below it)")
+    rm.add_argument("uri")
+    rm.set_defaults(func=cmd_rm)
+
+    for name, help_ in (
+        ("find", "find context for one query (no session, no planning; quick mode by default)"),
+        ("search", "plan with a session, then search (thinking mode and rerank by default)"),
+    ):
+        f = sub.add_parser(name, help=help_)
+        f.add_argument("query")
+        if name == "search":
+            f.add_argument("--session", help="session id (from `cairn session new`)")
+        f.add_argument("--limit", type=int, default=5)
+        f.add_argument("--mode", choices=["quick", "thinking"], help="quick: one search; thinking: hierarchical")
+        f.add_argument("--type", choices=["memory", "resource", "skill"])
+        f.add_argument("--target", action="append", help="search only under this URI (repeatable)")
+        f.add_argument("--filter", help='Mongo-style filter as JSON, e.g. \'{"level": 2}\'')
+        f.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None, help="rerank the candidates")
+        f.add_argument("--json", action="store_true", help="print the result as JSON")
+        f.add_argument("--explain", action="store_true", help="show provenance: how each match was found")
+        f.set_defaults(func=cmd_find if name == "find" else cmd_search)
+
+    ses = sub.add_parser("session", help="conversation sessions: new, add, show")
+    ses_sub = ses.add_subparsers(dest="session_command", required=True)
+    new = ses_sub.add_parser("new", help="create a session and print its id")
+    new.add_argument("--user", help="the end user the session belongs to")
+    add = ses_sub.add_parser("add", help="append a message")
+    add.add_argument("session_id")
+    add.add_argument("content")
+    add.add_argument("--role", default="user", choices=["user", "assistant", "system", "tool"])
+    show = ses_sub.add_parser("show", help="print the summary and recent messages")
+    show.add_argument("session_id")
+    show.add_argument("--recent", type=int, default=20)
+    ses.set_defaults(func=cmd_session)
 
     demo = sub.add_parser("demo", help="ingest cairn's docs and answer a few questions")
     demo.add_argument("--docs", help="folder to ingest (default: cairn's docs/)")
@@ -160,6 +333,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: say so in one line; the trace only on request
+        if os.environ.get("CAIRN_DEBUG") == "1":
+            raise
+        print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with CAIRN_DEBUG=1 for the traceback", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

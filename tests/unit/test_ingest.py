@@ -1,5 +1,4 @@
 import pytest
-
 from cairn.ingest import Ingestor
 from cairn.ingest.chunking import CHUNK_CHARS, chunk
 from cairn.models import Level
@@ -55,8 +54,9 @@ def test_a_changed_file_re_embeds_only_its_leaf_and_directories(corpus, store, e
     ing.ingest_path(corpus, "cairn://resources/handbook")
     (corpus / "billing" / "refunds.md").write_text("# Refunds\n\nRefunds are now possible within 60 days.\n")
     again = ing.ingest_path(corpus, "cairn://resources/handbook")
-    # the leaf, billing's L0+L1 (their listing shows the new abstract); the root lists only titles
-    assert again.embedded == 3
+    # the leaf and billing's L1 (its listing shows the new abstract); billing's L0 lists only
+    # titles, so it keeps its vector; the root lists only titles and abstracts of folders: unchanged
+    assert again.embedded == 2
 
 
 def test_bad_files_are_reported_and_the_rest_goes_on(corpus, store, embedder):

@@ -1,20 +1,59 @@
-"""The ingestor: builds the tree, embeds only what changed, upserts in batches."""
+"""The ingestor: builds the tree, embeds only what changed, writes, and removes what disappeared.
+
+Order of writes (so a crash at any point leaves nothing that points to missing content, and
+running the same call again finishes the job):
+
+1. bodies go to the content store (only those of new or changed nodes);
+2. records are embedded and upserted in batches: leaves, then directories deepest first;
+3. records of nodes that disappeared (and extra chunks of files that shrank) are deleted from
+   the vector store;
+4. only then are their bodies deleted from the content store.
+
+A crash after 1 leaves bodies no record points to yet; after 3, bodies whose records are gone.
+Both are harmless and the next ingest (or delete) of the same root removes or reuses them.
+Every step is idempotent: records have stable ids, bodies stable keys, and unchanged records are
+neither embedded nor written again.
+
+The content store is also the inventory of what exists under a root. Without one, bodies are not
+kept (``read`` at L2 falls back to the records' bounded text) and nodes that disappeared cannot be
+found: the report then says so in ``warnings``.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import uri as uris
 from ..embeddings import Embedder
-from ..errors import IngestError
+from ..errors import CairnError, IngestError
+from ..models import ContextRecord, Level, record_id
 from ..vectorstores import VectorStore
-from .sources import Document, Rejected, read_folder
-from .tree import PendingRecord, build_tree
+from .content import ContentStore
+from .sources import Document, Rejected, read_beir, read_folder, split_items
+from .summaries import ChildSummary
+from .summarizer import DirectorySummarizer, ExtractiveSummarizer
+from .titles import DirTitleRule
+from .tree import (
+    INTRO_NAMES,
+    PendingRecord,
+    Tree,
+    build_tree,
+    dir_ids,
+    natural_key,
+    summarize_directory,
+)
+
+log = logging.getLogger("cairn.ingest")
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
-UPSERT_BATCH = 256
+UPSERT_BATCH = 256  # records embedded per embedder call
+WRITE_BATCH = 2048  # records per vector-store upsert (capped by the backend's max_upsert_batch)
+FETCH_BATCH = 1000
+RETRIES = 4
 
 
 @dataclass
@@ -24,57 +63,260 @@ class IngestReport:
     records: int = 0
     embedded: int = 0
     unchanged: int = 0
+    written: int = 0  # records upserted (embedded, or changed with their vector reused)
+    removed: int = 0  # records deleted: nodes that disappeared, extra chunks
+    summarized: int = 0  # directories whose summaries were (re)written
     rejected: list[Rejected] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def docs_per_second(self) -> float:
         return self.documents / self.seconds if self.seconds else 0.0
 
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
 
 def _quiet(stage: str, done: int, total: int) -> None:
     return None
 
 
+def retry(fn: Callable[[], object], *, what: str, attempts: int = RETRIES, backoff_s: float = 0.5,
+          sleep: Callable[[float], None] = time.sleep) -> object:
+    """Call ``fn``; on a retryable :class:`CairnError` wait (0.5 s, 1 s, 2 s, ...) and try again."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except CairnError as exc:
+            if not exc.retryable or attempt == attempts:
+                raise
+            delay = backoff_s * 2 ** (attempt - 1)
+            log.warning("retrying", extra={"what": what, "attempt": attempt, "delay_s": delay, "error": exc.message})
+            sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 class Ingestor:
-    def __init__(self, store: VectorStore, embedder: Embedder, tenant: str, batch_size: int = UPSERT_BATCH) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        tenant: str,
+        batch_size: int = UPSERT_BATCH,
+        *,
+        content: ContentStore | None = None,
+        summarizer: DirectorySummarizer | None = None,
+        title_rules: Sequence[DirTitleRule] = (),
+        leaf_title_rules: Sequence[DirTitleRule] = (),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.tenant = tenant
         self.batch_size = batch_size
+        self.content = content
+        self.summarizer = summarizer or ExtractiveSummarizer()
+        self.title_rules = tuple(title_rules)
+        self.leaf_title_rules = tuple(leaf_title_rules)
+        self.sleep = sleep
 
-    def ingest_path(self, path: Path, root_uri: str, progress: Progress = _quiet) -> IngestReport:
+    # ----------------------------------------------------------------- sources
+
+    def ingest_path(self, path: Path, root_uri: str, progress: Progress = _quiet, *, format: str = "folder") -> IngestReport:
+        """Ingest a folder or file (``format="folder"``) or a BEIR corpus (``format="beir"``)."""
         if not path.exists():
             raise IngestError(f"path {str(path)!r} does not exist")
-        docs: list[Document] = []
-        rejected: list[Rejected] = []
-        for item in read_folder(path):
-            (docs if isinstance(item, Document) else rejected).append(item)  # type: ignore[arg-type]
+        if format not in ("folder", "beir"):
+            raise IngestError(f"unknown format {format!r}; supported: folder, beir")
+        docs, rejected = split_items(read_beir(path) if format == "beir" else read_folder(path))
         report = self.ingest(docs, root_uri, progress)
         report.rejected = rejected + report.rejected
         return report
 
+    # ----------------------------------------------------------------- ingest (sync a root)
+
     def ingest(self, documents: Sequence[Document], root_uri: str, progress: Progress = _quiet) -> IngestReport:
-        """Place ``documents`` under ``root_uri``; re-ingesting unchanged content writes nothing."""
+        """Make the tree under ``root_uri`` hold exactly ``documents`` (see the module doc for the order)."""
         started = time.perf_counter()
-        pending = build_tree(self.tenant, root_uri, documents)
-        changed = self._changed(pending)
-        report = IngestReport(root_uri, documents=len(documents), records=len(pending))
-        report.unchanged = len(pending) - len(changed)
-        for start in range(0, len(changed), self.batch_size):
-            batch = changed[start : start + self.batch_size]
-            vectors = self.embedder.embed([p.embed_text for p in batch])
-            self.store.upsert([p.record.model_copy(update={"vector": v.tolist()}) for p, v in zip(batch, vectors)])
-            report.embedded += len(batch)
-            progress("embed", report.embedded, len(changed))
+        uris.context_type_of(root_uri)
+        tree = build_tree(
+            self.tenant, root_uri, documents, fetch=self._fetch, summarizer=self.summarizer,
+            title_rules=self.title_rules, leaf_title_rules=self.leaf_title_rules,
+        )
+        report = IngestReport(root_uri, documents=len(documents), records=len(tree.records), rejected=list(tree.rejected))
+        if not tree.chunks:  # nothing accepted: never let a bad batch empty an existing tree
+            report.records = 0
+            report.warnings.append(
+                f"nothing to ingest: no document was accepted; what is stored under {root_uri} was left as it is "
+                "(to remove it, delete it)"
+            )
+            report.seconds = time.perf_counter() - started
+            return report
+        report.summarized = tree.summarized
+        report.unchanged = sum(not p.changed for p in tree.records)
+        stored = set(self.content.list(self.tenant, root_uri)) if self.content else set()
+        if self.content:  # 1. bodies first
+            fresh = {u: b for u, b in tree.bodies.items() if u in tree.changed_nodes or u not in stored}
+            self._put_bodies(fresh)
+        self._write([p for p in tree.records if p.changed], report, progress)  # 2.
+        gone = sorted(stored - tree.nodes)
+        stale = self._stale_ids(tree, gone)
+        if stale:  # 3. records of what disappeared
+            report.removed = int(retry(lambda: self.store.delete(self.tenant, stale), what="delete", sleep=self.sleep))
+        if self.content and gone:  # 4. then their bodies
+            retry(lambda: self.content.delete(self.tenant, gone), what="content delete", sleep=self.sleep)  # type: ignore[union-attr]
+        if not self.content:
+            report.warnings.append("no content store: full bodies are not kept and removed files are not detected")
+        parent = uris.parent(root_uri)
+        if parent and tree.changed_nodes & {root_uri}:
+            self._refresh_upward(parent, report)
         report.seconds = time.perf_counter() - started
         return report
 
-    def _changed(self, pending: Iterable[PendingRecord]) -> list[PendingRecord]:
-        pending = list(pending)
-        existing: dict[str, str] = {}
-        ids = [p.record.id for p in pending]
-        for start in range(0, len(ids), 1000):
-            for rec in self.store.fetch(self.tenant, ids[start : start + 1000]):
-                existing[rec.id] = rec.content_hash
-        return [p for p in pending if existing.get(p.record.id) != p.record.content_hash]
+    # ----------------------------------------------------------------- delete a subtree
+
+    def delete(self, uri: str, progress: Progress = _quiet) -> IngestReport:
+        """Remove ``uri`` (a directory and everything below it, a file and its chunks) from the vector
+        store and the content store, then update the summaries of the directories above it."""
+        started = time.perf_counter()
+        uris.context_type_of(uri)
+        if uris.parse(uri).chunk is not None:
+            raise IngestError(f"cannot delete the chunk {uri!r} alone; delete its file {uri.split('#')[0]!r}")
+        report = IngestReport(uri)
+        nodes = self.content.list(self.tenant, uri) if self.content else []
+        ids: list[str] = []
+        for node in nodes or [uri]:
+            ids += dir_ids(self.tenant, node)
+        ids += self._stored_leaves({node: (0, True) for node in nodes or [uri]})
+        removed = int(retry(lambda: self.store.delete(self.tenant, ids), what="delete", sleep=self.sleep))
+        removed += int(retry(lambda: self.store.delete_by_filter(self.tenant, {"ancestors": uri}), what="delete", sleep=self.sleep))
+        report.removed = removed
+        if self.content:
+            retry(lambda: self.content.delete_tree(self.tenant, uri), what="content delete", sleep=self.sleep)  # type: ignore[union-attr]
+        else:
+            report.warnings.append("no content store: the directories above were not updated")
+        parent = uris.parent(uri)
+        if parent and self.content:
+            self._refresh_upward(parent, report)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    # ----------------------------------------------------------------- helpers
+
+    def _fetch(self, ids: list[str]) -> list[ContextRecord]:
+        out: list[ContextRecord] = []
+        for start in range(0, len(ids), FETCH_BATCH):
+            batch = ids[start : start + FETCH_BATCH]
+            out += retry(lambda b=batch: self.store.fetch(self.tenant, b), what="fetch", sleep=self.sleep)  # type: ignore[operator]
+        return out
+
+    def _put_bodies(self, bodies: dict[str, str]) -> None:
+        items = list(bodies.items())
+        for start in range(0, len(items), 500):
+            batch = dict(items[start : start + 500])
+            retry(lambda b=batch: self.content.put_many(self.tenant, b), what="content put", sleep=self.sleep)  # type: ignore[union-attr]
+
+    def _write(self, changed: list[PendingRecord], report: IngestReport, progress: Progress) -> None:
+        """Embed (in batches of similar length, with retries) and upsert: leaves, then directories."""
+        leaves = sorted((p for p in changed if p.record.level is Level.DETAIL), key=lambda p: len(p.embed_text))
+        dirs = [p for p in changed if p.record.level is not Level.DETAIL]  # already deepest first
+        limit = max(1, min(WRITE_BATCH, self.store.capabilities().max_upsert_batch))
+        todo = sum(p.vector is None for p in changed)
+        done = 0
+        progress("embed", 0, todo)
+        for group in (leaves, dirs):
+            ready: list[ContextRecord] = [p.record.model_copy(update={"vector": p.vector}) for p in group if p.vector]
+            need = [p for p in group if p.vector is None]
+            for start in range(0, len(need), self.batch_size):
+                batch = need[start : start + self.batch_size]
+                texts = [p.embed_text for p in batch]
+                vectors = retry(lambda t=texts: self.embedder.embed(t), what="embed", sleep=self.sleep)
+                ready += [p.record.model_copy(update={"vector": v.tolist()}) for p, v in zip(batch, vectors)]  # type: ignore[call-overload]
+                done += len(batch)
+                report.embedded += len(batch)
+                if len(ready) >= limit:
+                    self._upsert(ready, report)
+                    ready = []
+                progress("embed", done, todo)
+            self._upsert(ready, report)
+
+    def _upsert(self, records: list[ContextRecord], report: IngestReport) -> None:
+        if records:
+            retry(lambda: self.store.upsert(records), what="upsert", sleep=self.sleep)
+            report.written += len(records)
+
+    def _stale_ids(self, tree: Tree, gone: list[str]) -> list[str]:
+        """Ids of records that must go: those of vanished nodes, and chunks beyond a file's new count."""
+        ids = [i for node in gone for i in dir_ids(self.tenant, node)]
+        probes = {node: (0, True) for node in gone}
+        for file_uri, n in tree.chunks.items():
+            if file_uri in tree.changed_nodes:
+                probes[file_uri] = (0, False) if n == 1 else (n, True)
+        return ids + self._stored_leaves(probes)
+
+    def _stored_leaves(self, probes: dict[str, tuple[int, bool]]) -> list[str]:
+        """Stored leaf ids of each ``file_uri#first``, ``#first+1``, ... (and of ``file_uri`` itself
+        when asked), probed for all files at once, one chunk number per round."""
+        found = [r.id for r in self._fetch([record_id(self.tenant, u, Level.DETAIL) for u, (_, plain) in probes.items() if plain])]
+        active = {u: first for u, (first, _) in probes.items()}
+        while active:
+            ids = {record_id(self.tenant, f"{u}#{n}", Level.DETAIL): u for u, n in active.items()}
+            hits = {r.id for r in self._fetch(list(ids))}
+            found += list(hits)
+            active = {ids[i]: active[ids[i]] + 1 for i in hits}
+        return found
+
+    def _refresh_upward(self, dir_uri: str | None, report: IngestReport) -> None:
+        """Re-summarise ``dir_uri`` and its ancestors from their stored children (after a delete, or an
+        ingest below an existing tree); a directory left empty is removed too."""
+        while dir_uri and self.content is not None:
+            l0_id, l1_id = dir_ids(self.tenant, dir_uri)
+            old = {r.id: r for r in self._fetch([l0_id, l1_id])}
+            if l0_id not in old:
+                return  # above every ingested tree
+            children = self._stored_children(dir_uri)
+            if not children:
+                report.removed += self.store.delete(self.tenant, [l0_id, l1_id])
+                self.content.delete(self.tenant, [dir_uri])
+                dir_uri = uris.parent(dir_uri)
+                continue
+            l0 = old[l0_id]
+            kids = [c for c, _ in children]
+            intro = next((body for c, body in children if body is not None), None)
+            result = summarize_directory(
+                self.tenant, dir_uri, l0.title, kids, intro, l0.metadata, self.summarizer, l0, old.get(l1_id), time.time()
+            )
+            report.summarized += result.summarized
+            changed = [p for p in result.records if p.changed]
+            if not changed:
+                return  # nothing above can change either
+            self._put_bodies({dir_uri: result.body})
+            self._write(changed, report, _quiet)
+            dir_uri = uris.parent(dir_uri)
+
+    def _stored_children(self, dir_uri: str) -> list[tuple[ChildSummary, str | None]]:
+        """The summaries of a directory's children, read back from the stores (with a README's body)."""
+        assert self.content is not None
+        depth = uris.depth(dir_uri) + 1
+        nodes = [u for u in self.content.list(self.tenant, dir_uri) if uris.depth(u) == depth]
+        candidates = {
+            u: [(True, record_id(self.tenant, u, Level.ABSTRACT)), (False, record_id(self.tenant, u, Level.DETAIL)),
+                (False, record_id(self.tenant, f"{u}#0", Level.DETAIL))]
+            for u in nodes
+        }
+        found = {r.id: r for r in self._fetch([i for c in candidates.values() for _, i in c])}
+        out: list[tuple[ChildSummary, str | None]] = []
+        for u in nodes:
+            hit = next(((is_dir, found[i]) for is_dir, i in candidates[u] if i in found), None)
+            if hit is None:
+                continue  # a body without records: left by an interrupted write, not part of the tree
+            is_dir, rec = hit
+            name = u.rsplit("/", 1)[1]
+            title = rec.title.split(" — ")[0] if rec.uri.endswith("#0") else rec.title
+            intro = None
+            if not is_dir and name.rsplit(".", 1)[0].lower() in INTRO_NAMES:
+                intro = self.content.get(self.tenant, u)
+            out.append((ChildSummary(name, title, rec.abstract, is_dir), intro))
+        return sorted(out, key=lambda c: natural_key(c[0].name))

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 ABSTRACT_CHARS = 400
 OVERVIEW_CHARS = 4000
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$", re.M)
-_MD_NOISE = re.compile(r"```.*?```|`|\*\*|__|!\[[^\]]*\]\([^)]*\)|<[^>]+>", re.S)
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_MD_NOISE = re.compile(r"```.*?```|`|\*\*|__|!\[[^\]]*\]\([^)]*\)|<[^>]+>", re.DOTALL)
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 
 
@@ -23,7 +23,7 @@ def plain(text: str) -> str:
     text = _MD_NOISE.sub(" ", text)
     text = _LINK.sub(r"\1", text)
     text = _HEADING.sub("", text)
-    text = re.sub(r"^\s*[-*+>|]\s*", "", text, flags=re.M)
+    text = re.sub(r"^\s*[-*+>|]\s*", "", text, flags=re.MULTILINE)
     return re.sub(r"\s+", " ", text).strip()
 
 
