@@ -25,7 +25,17 @@ dev: $(VENV)/.dev-installed
 demo: install
 	$(VENV)/bin/cairn --home .cairn/demo demo
 
-test: dev
+# asl-validator (npm) checks the workflow definition in tests/integration/test_templates.py;
+# installed project-locally, once. Without npm the test skips and says so.
+ASL_VALIDATOR_VERSION := 4.0.0
+ASL_VALIDATOR := .tools/node_modules/.bin/asl-validator
+
+$(ASL_VALIDATOR):
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --no-save --no-audit --no-fund --silent --prefix .tools asl-validator@$(ASL_VALIDATOR_VERSION); \
+	else echo "npm not found: the ASL check will be skipped"; fi
+
+test: dev $(ASL_VALIDATOR)
 	$(PY) -m pytest -q
 
 test-unit: dev

@@ -1,0 +1,80 @@
+"""Cold-start budget: the import time of each Lambda handler, and which heavy modules it pulls in.
+
+Each measurement is a fresh interpreter (as a new Lambda container is) that imports
+``functions/<name>/app.py`` and reports the seconds the import took and which of the heavy
+modules ended up in ``sys.modules``. The median over ``RUNS`` fresh processes is reported.
+Target (DESIGN.md §8): retrieve, rerank and api import in <= 700 ms, without litellm.
+
+    python -m benchmarks.run imports
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+SUITE = "imports"
+REPO = Path(__file__).resolve().parents[1]
+HANDLERS = ("api", "retrieve", "rerank", "plan", "on_message", "ingest")
+BUDGETED = ("api", "retrieve", "rerank")
+BUDGET_MS = 700.0
+RUNS = 7
+# modules no handler may import at import time (each is loaded lazily, on first use, when configured)
+FORBIDDEN = ("litellm", "onnxruntime", "opensearchpy", "pinecone", "tokenizers", "bm25s", "aws_lambda_powertools")
+# reported, not forbidden
+WATCHED = FORBIDDEN + ("boto3", "botocore", "numpy", "httpx", "pydantic", "cairn.pipeline", "cairn.stages")
+
+_PROBE = """
+import importlib.util, json, sys, time
+path, watched = sys.argv[1], sys.argv[2].split(",")
+started = time.perf_counter()
+spec = importlib.util.spec_from_file_location("app", path)
+module = importlib.util.module_from_spec(spec)
+sys.modules["app"] = module
+spec.loader.exec_module(module)
+seconds = time.perf_counter() - started
+assert callable(module.handler)
+print(json.dumps({"seconds": seconds, "loaded": [m for m in watched if m in sys.modules], "modules": len(sys.modules)}))
+"""
+
+
+def probe(handler: str, python: str = sys.executable) -> dict:
+    """Import one handler in a fresh interpreter; its import seconds and the watched modules it loaded."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run(
+        [python, "-c", _PROBE, str(REPO / "functions" / handler / "app.py"), ",".join(WATCHED)],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"importing the {handler} handler failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run(data: Path, queries: int | None = None) -> dict:
+    """``data`` and ``queries`` are unused: this suite needs no data set."""
+    probe("api")  # warm the OS file cache and .pyc files once, as a deployed layer would have them
+    handlers = {}
+    for name in HANDLERS:
+        runs = [probe(name) for _ in range(RUNS)]
+        ms = [r["seconds"] * 1000 for r in runs]
+        handlers[name] = {
+            "median_ms": round(statistics.median(ms), 1),
+            "min_ms": round(min(ms), 1),
+            "max_ms": round(max(ms), 1),
+            "heavy_loaded": sorted(set(runs[-1]["loaded"]) & set(FORBIDDEN)),
+            "also_loaded": sorted(set(runs[-1]["loaded"]) - set(FORBIDDEN)),
+            "modules": runs[-1]["modules"],
+        }
+    return {
+        "suite": SUITE,
+        "runs_per_handler": RUNS,
+        "python": sys.version.split()[0],
+        "budget_ms": BUDGET_MS,
+        "within_budget": all(handlers[h]["median_ms"] <= BUDGET_MS and not handlers[h]["heavy_loaded"] for h in BUDGETED),
+        "handlers": handlers,
+    }

@@ -1,0 +1,103 @@
+"""The SAM template (cfn-lint, SAM transform included) and the workflow (asl-validator) are valid.
+
+cfn-lint is pinned to 1.53.3 in the ``dev`` extra (newer versions skip the SAM transform and miss
+broken references). asl-validator is installed by ``make test`` into ``.tools/node_modules``;
+without npm on the machine the ASL check is skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+ASL = REPO / "infra" / "statemachine" / "retrieval.asl.json"
+ASL_VALIDATOR = REPO / ".tools" / "node_modules" / ".bin" / "asl-validator"
+ASL_VALIDATOR_VERSION = "4.0.0"  # keep in step with the Makefile
+SUBSTITUTIONS = {
+    "PlanFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:cairn-plan",
+    "RetrieveFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:cairn-retrieve",
+    "RerankFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:cairn-rerank",
+}
+
+
+def _cfn_lint() -> list[str]:
+    exe = Path(sys.executable).with_name("cfn-lint")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "cfnlint"]
+
+
+@pytest.fixture(scope="module")
+def lint(tmp_path_factory) -> dict[str, list[str]]:
+    """One cfn-lint run (it is slow to start) over the template and a copy with a broken reference;
+    the problems found in each, by file. Paths in the templates resolve from the repository."""
+    broken = tmp_path_factory.mktemp("broken") / "template.yaml"
+    text = (REPO / "template.yaml").read_text()
+    broken.write_text(text.replace("TableName: !Ref SessionsTable", "TableName: !Ref SessionTable", 1))
+    out = subprocess.run([*_cfn_lint(), "--format", "parseable", "--", "template.yaml", str(broken)],
+                         capture_output=True, text=True, cwd=REPO, timeout=300, check=False)
+    assert not out.stderr.strip() or "Traceback" not in out.stderr, out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    return {"template": [ln for ln in lines if ln.startswith("template.yaml")],
+            "broken": [ln for ln in lines if ln.startswith(str(broken))]}
+
+
+def test_cfn_lint_is_the_pinned_version():
+    from importlib.metadata import version
+
+    assert version("cfn-lint") == "1.53.3", "pin cfn-lint==1.53.3 (make dev): newer versions skip the SAM transform"
+
+
+def test_the_template_passes_cfn_lint(lint):
+    assert lint["template"] == [], "cfn-lint found problems:\n" + "\n".join(lint["template"])
+
+
+def test_cfn_lint_catches_a_broken_reference(lint):
+    """The check can fail: a reference to a resource that does not exist is an error (the SAM transform ran)."""
+    assert any("E1020" in ln and "SessionTable" in ln for ln in lint["broken"]), lint["broken"]
+
+
+def _substituted(definition: str) -> str:
+    """The definition as deployed: SAM's DefinitionSubstitutions applied."""
+    for key, value in SUBSTITUTIONS.items():
+        definition = definition.replace("${" + key + "}", value)
+    assert "${" not in definition, "a substitution in the ASL is not in SUBSTITUTIONS (nor in template.yaml)"
+    return definition
+
+
+def _validate(path: Path) -> subprocess.CompletedProcess:
+    if not ASL_VALIDATOR.exists():
+        if shutil.which("npm") is None:
+            pytest.skip("npm is not installed: the ASL cannot be checked with asl-validator")
+        pytest.fail(f"asl-validator missing: run `make test` (it installs asl-validator@{ASL_VALIDATOR_VERSION} into .tools)")
+    return subprocess.run([str(ASL_VALIDATOR), "--json-path", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_workflow_passes_asl_validator(tmp_path):
+    definition = _substituted(ASL.read_text())
+    assert json.loads(definition)["QueryLanguage"] == "JSONPath"  # moto runs JSONPath, not JSONata
+    path = tmp_path / "retrieval.asl.json"
+    path.write_text(definition)
+    out = _validate(path)
+    assert out.returncode == 0, f"asl-validator:\n{out.stdout}{out.stderr}"
+
+
+def test_asl_validator_rejects_a_broken_workflow(tmp_path):
+    broken = json.loads(_substituted(ASL.read_text()))
+    broken["States"]["Plan"]["Next"] = "NoSuchState"
+    path = tmp_path / "broken.asl.json"
+    path.write_text(json.dumps(broken))
+    assert _validate(path).returncode != 0
+
+
+def test_the_template_substitutes_every_arn_the_workflow_uses():
+    template = (REPO / "template.yaml").read_text()
+    for key in SUBSTITUTIONS:
+        assert f"{key}: !GetAtt" in template

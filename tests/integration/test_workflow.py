@@ -1,0 +1,301 @@
+"""The real workflow definition, executed by moto's Step Functions interpreter, calling the
+project's Lambda handlers in process.
+
+How: a ``ThreadedMotoServer`` on 127.0.0.1 runs in this process. Its config endpoint
+(``POST /moto-api/config``) switches on ``stepfunctions.execute_state_machine`` (moto then runs
+the ASL with its interpreter; ``lambda.use_docker`` stays on, or moto would answer invocations
+from its echoing "simple" backend, but Docker is never reached). The plan / retrieve / rerank
+functions are created in moto's Lambda with real boto3 calls (a placeholder zip), and the one
+fixture ``handlers_in_process`` patches ``moto.awslambda.models.LambdaFunction.invoke`` so that
+invoking a function calls ``functions/<name>/app.py:handler`` with the payload, answering as the
+Lambda Python runtime does (a raised exception becomes ``FunctionError: Unhandled`` with
+``{"errorMessage", "errorType", "stackTrace"}``). So every Task goes: interpreter → boto3
+``lambda.invoke`` over HTTP → moto → our handler, and Retry/Catch see the real error names.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import socket
+import sys
+import time
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cairn.config import load_settings
+from cairn.errors import VectorStoreUnavailable
+from cairn.ingest import Document, Ingestor
+from cairn.models import FindResult, QueryPlan
+from cairn.requests import FindRequest
+from cairn.sessions import open_session_store
+from cairn.vectorstores.local import LocalVectorStore
+from cairn.workflow import Runtime, WorkflowInput
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+ASL = REPO / "infra" / "statemachine" / "retrieval.asl.json"
+REGION = "us-east-1"
+TABLE = "cairn-sessions"
+FUNCTIONS = ("plan", "retrieve", "rerank")
+REFUNDS = "cairn://resources/handbook/billing/refunds.md"
+DOCS = [
+    Document(("billing", "refunds.md"), "Customers can request a refund within 30 days of purchase. "
+             "Refunds are paid back to the original card within five business days."),
+    Document(("billing", "invoices.md"), "Invoices are emailed on the first day of each month. "
+             "Past invoices can be downloaded as PDF from the billing page."),
+    Document(("travel", "expenses.md"), "Employees book flights through the travel portal. "
+             "Hotel costs above 200 euros per night need a manager's approval."),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _load(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"cairn_workflow_fn_{name}", REPO / "functions" / name / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+@pytest.fixture(scope="module")
+def moto_server():
+    """A moto server that executes state machines; env and config restored afterwards."""
+    import requests
+    from moto.server import ThreadedMotoServer
+
+    mp = pytest.MonkeyPatch()
+    port = _free_port()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": REGION, "MOTO_PORT": str(port)}.items():
+        mp.setenv(key, value)  # MOTO_PORT: where the interpreter's own boto3 clients (lambda.invoke) go
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    before = requests.get(f"{endpoint}/moto-api/config", timeout=10).json()
+    # keep lambda.use_docker on: with it off moto swaps in its "simple" Lambda backend, which echoes
+    # payloads instead of calling LambdaFunction.invoke (patched below; Docker itself is never used)
+    requests.post(f"{endpoint}/moto-api/config", timeout=10, json={"stepfunctions": {"execute_state_machine": True}})
+    yield endpoint
+    requests.post(f"{endpoint}/moto-api/config", timeout=10,
+                  json={"stepfunctions": before.get("stepfunctions", {"execute_state_machine": False})})
+    server.stop()
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def handlers(tmp_path_factory, embedder, moto_server):
+    """The plan/retrieve/rerank handler modules over one local store holding acme's handbook,
+    with sessions in a DynamoDB table on the moto server."""
+    import boto3
+    from cairn.sessions.dynamodb import create_table
+
+    home = tmp_path_factory.mktemp("cairn")
+    store = LocalVectorStore(home / "store", dimension=embedder.dimension)
+    Ingestor(store, embedder, "acme").ingest(DOCS, "cairn://resources/handbook")
+    create_table(boto3.client("dynamodb", region_name=REGION, endpoint_url=moto_server), TABLE)
+    sessions = open_session_store("dynamodb", table=TABLE, region=REGION, endpoint_url=moto_server)
+    settings = load_settings(env={"CAIRN_HOME": str(home)})
+    mods = {name: _load(name) for name in FUNCTIONS}
+    for mod in mods.values():
+        mod.runtime = Runtime(settings=settings, store=store, embedder=embedder, sessions=sessions, state_machine_arn=None)
+    return {"modules": mods, "store": store, "sessions": sessions, "settings": settings, "embedder": embedder}
+
+
+@pytest.fixture(scope="module")
+def handlers_in_process(moto_server, handlers):
+    """Route moto's Lambda invocations to the handler modules, as the Lambda Python runtime would."""
+    from moto.awslambda.models import LambdaFunction
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def invoke(self: Any, body: str, request_headers: Any, response_headers: Any) -> bytes:
+        name = self.function_name.removeprefix("cairn-")
+        event = json.loads(body) if body else {}
+        calls.append((name, event))
+        try:
+            result = handlers["modules"][name].handler(event, None)
+        except Exception as exc:  # the runtime's error payload: the exception's class name is errorType
+            response_headers["x-amz-function-error"] = "Unhandled"
+            payload = {"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": []}
+            return json.dumps(payload).encode()
+        return json.dumps(result).encode()
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(LambdaFunction, "invoke", invoke)
+    yield calls
+    mp.undo()
+
+
+def _zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("app.py", "def handler(event, context):\n    raise RuntimeError('replaced in tests')\n")
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def state_machine(moto_server, handlers_in_process):
+    import boto3
+
+    iam = boto3.client("iam", region_name=REGION, endpoint_url=moto_server)
+    role = iam.create_role(RoleName="cairn-test", AssumeRolePolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
+                                                "Action": "sts:AssumeRole"}]}))["Role"]["Arn"]
+    lam = boto3.client("lambda", region_name=REGION, endpoint_url=moto_server)
+    arns = {}
+    for name in FUNCTIONS:
+        fn = lam.create_function(FunctionName=f"cairn-{name}", Runtime="python3.12", Role=role, Handler="app.handler",
+                                 Code={"ZipFile": _zip()}, Architectures=["arm64"])
+        arns[f"{name.capitalize()}FunctionArn"] = fn["FunctionArn"]
+    definition = ASL.read_text()
+    for key, arn in arns.items():  # what SAM's DefinitionSubstitutions do at deploy time
+        definition = definition.replace("${" + key + "}", arn)
+    sfn = boto3.client("stepfunctions", region_name=REGION, endpoint_url=moto_server)
+    # deployed as EXPRESS (template.yaml); STANDARD here because the test waits with DescribeExecution,
+    # which AWS offers for standard executions only, and moto's interpreter runs both types alike
+    arn = sfn.create_state_machine(name="cairn-retrieval", definition=definition, roleArn=role,
+                                   type="STANDARD")["stateMachineArn"]
+    return sfn, arn
+
+
+def run(sfn: Any, arn: str, start: WorkflowInput, timeout_s: float = 30) -> dict[str, Any]:
+    name = uuid.uuid4().hex  # moto's interpreter names every unnamed execution "None"
+    execution = sfn.start_execution(stateMachineArn=arn, name=name, input=start.model_dump_json())["executionArn"]
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        desc = sfn.describe_execution(executionArn=execution)
+        if desc["status"] != "RUNNING":
+            return desc
+        time.sleep(0.1)
+    raise AssertionError(f"execution still running after {timeout_s}s")
+
+
+def test_the_workflow_runs_end_to_end(state_machine, handlers_in_process):
+    sfn, arn = state_machine
+    handlers_in_process.clear()
+    start = WorkflowInput(tenant="acme", request=FindRequest(query="how long do refunds take to reach my card?",
+                                                              limit=3, mode="thinking"))
+    desc = run(sfn, arn, start)
+    if desc["status"] != "SUCCEEDED":
+        print(json.dumps(sfn.get_execution_history(executionArn=desc["executionArn"])["events"], default=str, indent=1)[:6000])
+    assert desc["status"] == "SUCCEEDED", desc
+    result = FindResult.model_validate(json.loads(desc["output"]))
+    assert result.resources[0].uri == REFUNDS
+    assert result.query_plan is not None and result.query_plan.queries
+    assert [name for name, _ in handlers_in_process] == ["plan", "retrieve", "rerank"]
+
+
+def test_a_zero_query_plan_succeeds_with_an_empty_result(state_machine, handlers, handlers_in_process):
+    class NothingToRetrieve:
+        name = "empty"
+
+        def plan(self, query, session=None, *, context_type=None, target_uris=()):
+            return QueryPlan(reasoning="chit-chat", queries=(), planner="empty")
+
+    sfn, arn = state_machine
+    plan_mod = handlers["modules"]["plan"]
+    saved = plan_mod.runtime
+    plan_mod.runtime = Runtime(settings=handlers["settings"], planner=NothingToRetrieve(), sessions=handlers["sessions"])
+    handlers_in_process.clear()
+    try:
+        desc = run(sfn, arn, WorkflowInput(tenant="acme", request=FindRequest(query="thanks, bye!")))
+    finally:
+        plan_mod.runtime = saved
+    assert desc["status"] == "SUCCEEDED", desc
+    out = json.loads(desc["output"])
+    assert out["total"] == 0 and out["query_plan"]["planner"] == "empty"
+    assert [name for name, _ in handlers_in_process] == ["plan"]
+
+
+def test_retryable_errors_are_retried_then_fail_with_the_task_error(state_machine, handlers, handlers_in_process):
+    class Throttled:
+        def __init__(self, real: Any) -> None:
+            self.real = real
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("query"):
+                def fail(*a: Any, **kw: Any) -> Any:
+                    raise VectorStoreUnavailable("local: throttled; retry")
+                return fail
+            return getattr(self.real, name)
+
+    sfn, arn = state_machine
+    mod = handlers["modules"]["retrieve"]
+    saved = mod.runtime
+    mod.runtime = Runtime(settings=handlers["settings"], store=Throttled(handlers["store"]), embedder=handlers["embedder"])
+    handlers_in_process.clear()
+    try:
+        desc = run(sfn, arn, WorkflowInput(tenant="acme", request=FindRequest(query="refund")), timeout_s=60)
+    finally:
+        mod.runtime = saved
+    assert desc["status"] == "FAILED", desc
+    assert desc.get("error") == "CairnRetryableError"
+    cause = json.loads(json.loads(desc["cause"])["errorMessage"])
+    assert cause["error"] == "vector_store_unavailable" and cause["retryable"] is True
+    retrieves = [name for name, _ in handlers_in_process if name == "retrieve"]
+    assert len(retrieves) == 4  # the first attempt and 3 retries (MaxAttempts)
+
+
+class SyncOverStartExecution:
+    """StartSyncExecution (which moto lacks) done as StartExecution + DescribeExecution on moto."""
+
+    def __init__(self, sfn: Any) -> None:
+        self.sfn = sfn
+
+    def start_sync_execution(self, stateMachineArn: str, input: str) -> dict[str, Any]:  # noqa: N803, A002
+        desc = run(self.sfn, stateMachineArn, WorkflowInput.model_validate_json(input))
+        return {k: v for k, v in desc.items() if k in ("executionArn", "status", "output", "error", "cause")}
+
+
+def stream_records(moto_server: str, session_id: str) -> list[dict[str, Any]]:
+    """The table's stream records of one session, as DynamoDB Streams serves them."""
+    import boto3
+
+    ddb = boto3.client("dynamodb", region_name=REGION, endpoint_url=moto_server)
+    streams = boto3.client("dynamodbstreams", region_name=REGION, endpoint_url=moto_server)
+    arn = ddb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    records = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
+        records += streams.get_records(ShardIterator=it["ShardIterator"])["Records"]
+    return [r for r in records if session_id in json.dumps(r["dynamodb"].get("Keys", {}))]
+
+
+def matches_filter(record: dict[str, Any]) -> bool:
+    """The event source mapping's filter in template.yaml: inserted user messages."""
+    image = record["dynamodb"].get("NewImage", {})
+    return record["eventName"] == "INSERT" and image.get("type") == {"S": "message"} and image.get("role") == {"S": "user"}
+
+
+def test_a_new_user_message_prefetches_context_through_the_workflow(moto_server, state_machine, handlers):
+    """DynamoDB stream (moto) → on_message → the workflow (moto) → prefetched context in the session."""
+    sfn, arn = state_machine
+    sessions = handlers["sessions"]
+    sid = sessions.create("acme", "ann").id
+    sessions.append("acme", sid, "assistant", "Hello! How can I help?")
+    sessions.append("acme", sid, "user", "How long until a refund reaches my card?")
+    records = [r for r in stream_records(moto_server, sid) if matches_filter(r)]
+    assert len(records) == 1
+    sample = json.loads((REPO / "events" / "on_message.json").read_text())["Records"][0]["dynamodb"]["NewImage"]
+    assert set(records[0]["dynamodb"]["NewImage"]) == set(sample)  # the sample event has the real shape
+
+    on_message = _load("on_message")
+    on_message.runtime = Runtime(settings=handlers["settings"], sessions=sessions, sfn=SyncOverStartExecution(sfn),
+                                 state_machine_arn=arn)
+    event = {"Records": [{**r, "dynamodb": {**r["dynamodb"], "SequenceNumber": str(r["dynamodb"]["SequenceNumber"])}}
+                         for r in records]}
+    assert on_message.handler(json.loads(json.dumps(event, default=str))) == {"batchItemFailures": []}
+    prefetched = sessions.get("acme", sid).prefetched
+    assert prefetched is not None and prefetched["resources"][0]["uri"] == REFUNDS
+    assert prefetched["query_plan"]["queries"]

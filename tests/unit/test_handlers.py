@@ -1,0 +1,523 @@
+"""The Lambda handlers with their sample events (events/), over a temp local store and SQLite sessions.
+
+Each handler module is loaded from its file (every function's module is ``app``, as Lambda sees
+it) and given a :class:`Runtime` whose clients the test builds; nothing reaches a network.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import io
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cairn.config import load_settings
+from cairn.errors import SessionNotFound, VectorStoreUnavailable
+from cairn.ingest import Document, Ingestor, LocalContentStore
+from cairn.models import FindResult, QueryPlan
+from cairn.sessions import open_session_store
+from cairn.vectorstores.local import LocalVectorStore
+from cairn.workflow import (
+    RETRYABLE_ERROR,
+    TASK_ERROR,
+    CairnRetryableError,
+    CairnTaskError,
+    PlanOutput,
+    RerankInput,
+    RetrieveOutput,
+    RetrieveTask,
+    Runtime,
+    WorkflowFailed,
+    WorkflowInput,
+    compact,
+)
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+EVENTS = REPO / "events"
+ASL = REPO / "infra" / "statemachine" / "retrieval.asl.json"
+REFUNDS = "cairn://resources/handbook/billing/refunds.md"
+
+
+def load_handler(name: str) -> Any:
+    path = REPO / "functions" / name / "app.py"
+    spec = importlib.util.spec_from_file_location(f"cairn_function_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import would: pydantic resolves the module's annotations there
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+def body(response: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(response["body"])
+
+
+class EmptyPlanner:
+    """A planner that decides no retrieval is needed (chit-chat); remembers what it was asked."""
+
+    name = "empty"
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def plan(self, query, session=None, *, context_type=None, target_uris=()):
+        self.asked.append(query)
+        return QueryPlan(reasoning="small talk: nothing to retrieve", queries=(), planner=self.name)
+
+
+class RecordingSFN:
+    """Stands in for boto3's Step Functions client (moto does not implement StartSyncExecution)."""
+
+    def __init__(self, response: dict[str, Any]) -> None:
+        self.response = response
+        self.calls: list[dict[str, Any]] = []
+
+    def start_sync_execution(self, **kw: Any) -> dict[str, Any]:
+        self.calls.append(kw)
+        return self.response
+
+
+class FakeS3:
+    """Stands in for boto3's S3 client: get_object of uploaded payloads."""
+
+    def __init__(self, objects: dict[tuple[str, str], bytes]) -> None:
+        self.objects = objects
+
+    def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:  # noqa: N803 - boto3's names
+        data = self.objects[(Bucket, Key)]
+        return {"Body": io.BytesIO(data), "ContentLength": len(data)}
+
+
+class UnavailableStore:
+    """A store whose every query fails as a throttled backend would."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("query"):
+            def fail(*a: Any, **kw: Any) -> Any:
+                raise VectorStoreUnavailable("local: throttled; retry")
+            return fail
+        return getattr(self.real, name)
+
+
+class BrokenEmbedder:
+    dimension = 384
+    name = "broken"
+
+    def embed_one(self, text: str) -> Any:
+        raise RuntimeError("secret internal detail")
+
+
+HANDBOOK = [
+    Document(("billing", "refunds.md"), "# Refunds\n\nCustomers can request a refund within 30 days of purchase. "
+             "Refunds are paid back to the original card within five business days.\n"),
+    Document(("billing", "invoices.md"), "# Invoices\n\nInvoices are emailed on the first day of each month. "
+             "You can download past invoices as PDF from the billing page.\n"),
+    Document(("travel", "expenses.md"), "# Travel expenses\n\nEmployees book flights through the travel portal. "
+             "Hotel costs above 200 euros per night need a manager's approval.\n"),
+    Document(("README.md",), "# Company handbook\n\nPolicies for billing, refunds and travel.\n"),
+]
+
+
+@pytest.fixture(scope="module")
+def handbook_store(tmp_path_factory, embedder):
+    """acme's handbook, ingested once for the module (tests that write use a store of their own)."""
+    store = LocalVectorStore(tmp_path_factory.mktemp("store"), dimension=embedder.dimension)
+    Ingestor(store, embedder, "acme").ingest(HANDBOOK, "cairn://resources/handbook")
+    return store
+
+
+@pytest.fixture
+def world(tmp_path, embedder, handbook_store):
+    """The handbook store, fresh SQLite sessions and a runtime built over them."""
+    store = handbook_store
+    sessions = open_session_store("sqlite", path=tmp_path / "sessions.db")
+    settings = load_settings(env={"CAIRN_HOME": str(tmp_path)})
+
+    def runtime(**kw: Any) -> Runtime:
+        opts = dict(settings=settings, store=store, embedder=embedder, sessions=sessions,
+                    content=LocalContentStore(tmp_path / "content"), state_machine_arn=None)
+        opts.update(kw)
+        return Runtime(**opts)
+
+    return {"store": store, "sessions": sessions, "runtime": runtime, "settings": settings}
+
+
+@pytest.fixture
+def api(world):
+    mod = load_handler("api")
+    mod.runtime = world["runtime"]()
+    return mod
+
+
+# --------------------------------------------------------------------------- api: find
+
+
+def test_find_returns_the_right_document(api):
+    resp = api.handler(event("api/find.json"))
+    assert resp["statusCode"] == 200, resp
+    out = body(resp)
+    assert out["resources"][0]["uri"] == REFUNDS
+    FindResult.model_validate(out)
+
+
+def test_a_bad_body_is_a_400_that_lists_every_problem(api):
+    resp = api.handler(event("api/find_bad_body.json"))
+    assert resp["statusCode"] == 400
+    err = body(resp)
+    assert err["error"] == "bad_request" and err["retryable"] is False
+    assert "query: the query is empty" in err["message"]
+    assert "limit" in err["message"] and "colour: unknown field" in err["message"]
+    assert "Traceback" not in resp["body"]
+
+
+@pytest.mark.parametrize("raw", ["{not json", "[1, 2]", '"refund"'])
+def test_a_body_that_is_not_a_json_object_is_a_400(api, raw):
+    ev = event("api/find.json")
+    ev["body"] = raw
+    resp = api.handler(ev)
+    assert resp["statusCode"] == 400
+    assert re.search(r"not valid JSON|must be a JSON object", body(resp)["message"])
+
+
+def test_a_body_naming_a_tenant_is_rejected(api):
+    resp = api.handler(event("api/find_with_tenant.json"))
+    assert resp["statusCode"] == 400
+    assert "tenant comes from your credentials" in body(resp)["message"]
+
+
+def test_the_tenant_comes_from_the_credentials_only(api):
+    ev = event("api/find.json")
+    ev["requestContext"]["authorizer"] = {"lambda": {"tenant": "globex"}}
+    ev["headers"]["x-cairn-tenant"] = "acme"  # a header is never trusted
+    resp = api.handler(ev)
+    assert resp["statusCode"] == 200
+    assert body(resp)["total"] == 0  # globex sees none of acme's handbook
+
+    del ev["requestContext"]["authorizer"]
+    resp = api.handler(ev)
+    assert resp["statusCode"] == 401 and body(resp)["error"] == "unauthorized"
+
+
+def test_iam_callers_are_mapped_to_a_tenant(api, monkeypatch):
+    ev = event("api/find.json")
+    ev["requestContext"]["authorizer"] = {"iam": {"accountId": "210987654321", "userArn": "arn:aws:iam::210987654321:user/agent"}}
+    assert api.handler(ev)["statusCode"] == 401
+    monkeypatch.setenv("CAIRN_IAM_TENANTS", json.dumps({"210987654321": "acme"}))
+    resp = api.handler(ev)
+    assert resp["statusCode"] == 200 and body(resp)["resources"][0]["uri"] == REFUNDS
+
+
+def test_an_unknown_route_is_a_404(api):
+    ev = event("api/find.json")
+    ev["routeKey"] = "$default"
+    ev["rawPath"] = "/nope"
+    resp = api.handler(ev)
+    assert resp["statusCode"] == 404 and "POST /find" in body(resp)["message"]
+
+
+def test_an_unexpected_failure_is_a_500_without_internals(api, world):
+    api.runtime = world["runtime"](embedder=BrokenEmbedder())
+    resp = api.handler(event("api/find.json"))
+    assert resp["statusCode"] == 500
+    assert body(resp)["error"] == "internal_error"
+    assert "secret internal detail" not in resp["body"] and "Traceback" not in resp["body"]
+
+
+def test_stats_count_the_tenants_finds(api):
+    api.handler(event("api/find.json"))
+    resp = api.handler(event("api/stats.json"))
+    assert resp["statusCode"] == 200
+    assert body(resp)["total"]["queries"] == 1
+    other = event("api/stats.json")
+    other["requestContext"]["authorizer"] = {"lambda": {"tenant": "globex"}}
+    assert body(api.handler(other))["total"]["queries"] == 0
+
+
+# --------------------------------------------------------------------------- api: search and sessions
+
+
+def test_search_in_process_plans_and_finds(api):
+    resp = api.handler(event("api/search.json"))  # JWT claim custom:tenant = acme
+    assert resp["statusCode"] == 200, resp
+    out = body(resp)
+    assert out["resources"][0]["uri"] == REFUNDS
+    assert out["query_plan"]["planner"] == "session-rewrite"
+
+
+def test_search_with_a_zero_query_plan_is_empty(api, world):
+    planner = EmptyPlanner()
+    api.runtime = world["runtime"](planner=planner)
+    out = body(api.handler(event("api/search.json")))
+    assert out["total"] == 0 and out["query_plan"]["queries"] == []
+    assert planner.asked == ["what is the refund window?"]
+
+
+def test_search_through_the_workflow_sends_the_credential_tenant(api, world):
+    result = {"memories": [], "resources": [], "skills": [], "total": 0}
+    sfn = RecordingSFN({"status": "SUCCEEDED", "output": json.dumps(result)})
+    api.runtime = world["runtime"](sfn=sfn, state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:cairn")
+    resp = api.handler(event("api/search.json"))
+    assert resp["statusCode"] == 200 and body(resp) == result
+    sent = WorkflowInput.model_validate_json(sfn.calls[0]["input"])
+    assert sent.tenant == "acme" and sent.request.mode == "thinking" and sent.request.limit == 3
+
+
+def test_a_failed_execution_answers_with_the_tasks_error(api, world):
+    task_error = CairnTaskError.__name__
+    cause = json.dumps({"errorType": task_error, "errorMessage": json.dumps(
+        {**SessionNotFound("session 'x' not found").to_dict(), "status": 404})})
+    sfn = RecordingSFN({"status": "FAILED", "error": task_error, "cause": cause})
+    api.runtime = world["runtime"](sfn=sfn, state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:cairn")
+    resp = api.handler(event("api/search.json"))
+    assert resp["statusCode"] == 404 and body(resp)["error"] == "session_not_found"
+    sfn.response = {"status": "FAILED", "error": "States.Timeout", "cause": "task timed out"}
+    resp = api.handler(event("api/search.json"))
+    assert resp["statusCode"] == 503 and body(resp)["retryable"] is True
+
+
+def test_sessions_create_append_get(api):
+    created = api.handler(event("api/create_session.json"))
+    assert created["statusCode"] == 201
+    sid = body(created)["id"]
+    ev = event("api/append_message.json")
+    ev["pathParameters"] = {"id": sid}
+    appended = api.handler(ev)
+    assert appended["statusCode"] == 201 and body(appended)["seq"] == 1
+    ev = event("api/get_session.json")
+    ev["pathParameters"] = {"id": sid}
+    view = body(api.handler(ev))
+    assert view["session"]["tenant"] == "acme" and view["recent"][0]["role"] == "user"
+
+
+def test_another_tenant_cannot_read_a_session(api):
+    sid = body(api.handler(event("api/create_session.json")))["id"]
+    ev = event("api/get_session.json")
+    ev["pathParameters"] = {"id": sid}
+    ev["requestContext"]["authorizer"] = {"lambda": {"tenant": "globex"}}
+    resp = api.handler(ev)
+    assert resp["statusCode"] == 404 and body(resp)["error"] == "session_not_found"
+
+
+def test_a_bad_message_is_a_400(api):
+    sid = body(api.handler(event("api/create_session.json")))["id"]
+    ev = event("api/append_message.json")
+    ev["pathParameters"] = {"id": sid}
+    ev["body"] = json.dumps({"role": "robot", "content": "hi"})
+    resp = api.handler(ev)
+    assert resp["statusCode"] == 400 and "role 'robot' is not valid" in body(resp)["message"]
+
+
+# --------------------------------------------------------------------------- workflow tasks
+
+
+def asl() -> dict[str, Any]:
+    return json.loads(ASL.read_text())
+
+
+def resolve(template: dict[str, Any], state: Any, context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Apply an ASL Parameters/ItemSelector template (the JSONPath subset the workflow uses)."""
+
+    def path(expr: str) -> Any:
+        root, rest = (context, expr[3:]) if expr.startswith("$$.") else (state, expr[2:])
+        value = root
+        for part in filter(None, rest.split(".")):
+            value = value[part]
+        return value
+
+    return {k[:-2] if k.endswith(".$") else k: path(v) if k.endswith(".$") else v for k, v in template.items()}
+
+
+@pytest.fixture
+def tasks(world):
+    mods = {name: load_handler(name) for name in ("plan", "retrieve", "rerank")}
+    for mod in mods.values():
+        mod.runtime = world["runtime"]()
+    return mods
+
+
+def test_each_states_output_is_the_next_states_input(tasks):
+    """Plan → (Choice) → Map(ItemSelector) → Retrieve → Rerank(Parameters), as the ASL wires them."""
+    states = asl()["States"]
+    state = tasks["plan"].handler(event("plan.json"))
+    PlanOutput.model_validate(state)
+    choice = states["HasQueries"]["Choices"][0]
+    assert choice["Variable"] == "$.query_count" and state["query_count"] >= 1
+    mapping = states["RetrieveEach"]
+    assert mapping["ItemsPath"] == "$.plan.queries"
+    items = state["plan"]["queries"]
+    retrieved = []
+    for item in items:
+        task = resolve(mapping["ItemSelector"], state, {"Map": {"Item": {"Value": item}}})
+        RetrieveTask.model_validate(task)
+        out = tasks["retrieve"].handler(task)
+        RetrieveOutput.model_validate(out)
+        retrieved.append(out)
+    state["retrieved"] = retrieved  # the Map's ResultPath
+    assert mapping["ResultPath"] == "$.retrieved"
+    rerank_input = resolve(states["Rerank"]["Parameters"], state)
+    RerankInput.model_validate(rerank_input)
+    result = tasks["rerank"].handler(rerank_input)
+    assert FindResult.model_validate(result).resources[0].uri == REFUNDS
+    assert result["query_plan"]["queries"]
+
+
+def test_a_zero_query_plan_takes_the_empty_branch(tasks, world):
+    tasks["plan"].runtime = world["runtime"](planner=EmptyPlanner())
+    state = tasks["plan"].handler(event("plan.json"))
+    assert state["query_count"] == 0
+    states = asl()["States"]
+    assert states["HasQueries"]["Choices"][0]["Next"] == "NoRetrievalNeeded"
+    empty = resolve(states["NoRetrievalNeeded"]["Parameters"], state)
+    result = FindResult.model_validate(empty)
+    assert result.total == 0 and result.query_plan is not None and result.query_plan.planner == "empty"
+
+
+def test_retrieve_output_travels_without_vectors(tasks):
+    out = RetrieveOutput.model_validate(tasks["retrieve"].handler(event("retrieve.json")))
+    assert out.candidates and all(c.record.vector is None for c in out.candidates)
+    assert out.candidates[0].record.uri == REFUNDS
+
+
+def test_rerank_sample_event_gives_a_find_result(tasks):
+    result = FindResult.model_validate(tasks["rerank"].handler(event("rerank.json")))
+    assert [m.uri for m in result.resources] == [REFUNDS]
+
+
+def test_task_errors_carry_retryable_names(tasks, world):
+    bad = event("retrieve.json")
+    bad["request"]["limit"] = 0
+    with pytest.raises(CairnTaskError) as caught:
+        tasks["retrieve"].handler(bad)
+    payload = json.loads(str(caught.value))
+    assert payload["error"] == "bad_request" and payload["status"] == 400 and "limit" in payload["message"]
+
+    tasks["retrieve"].runtime = world["runtime"](store=UnavailableStore(world["store"]))
+    with pytest.raises(CairnRetryableError) as caught:
+        tasks["retrieve"].handler(event("retrieve.json"))
+    assert type(caught.value).__name__ == "CairnRetryableError"  # what Lambda reports as errorType
+    assert json.loads(str(caught.value))["retryable"] is True
+    # and the api turns the failed execution back into the original error
+    cause = json.dumps({"errorType": "CairnRetryableError", "errorMessage": str(caught.value)})
+    failed = WorkflowFailed.from_execution("CairnRetryableError", cause)
+    assert failed.status == 503 and failed.code == "vector_store_unavailable" and failed.retryable
+
+
+def test_every_task_retries_on_the_retryable_name_and_catches_both():
+    def tasks_of(states: dict[str, Any]):
+        for name, state in states.items():
+            if state["Type"] == "Task":
+                yield name, state
+            if state["Type"] == "Map":
+                yield from tasks_of(state["ItemProcessor"]["States"])
+
+    found = dict(tasks_of(asl()["States"]))
+    assert set(found) == {"Plan", "Retrieve", "Rerank"}
+    for name, state in found.items():
+        assert RETRYABLE_ERROR in state["Retry"][0]["ErrorEquals"], name
+        assert TASK_ERROR not in state["Retry"][0]["ErrorEquals"], name
+    catches = [c for s in asl()["States"].values() for c in s.get("Catch", [])]
+    assert any(c["ErrorEquals"] == [RETRYABLE_ERROR, TASK_ERROR] and c["Next"] == "TaskFailed" for c in catches)
+
+
+def test_plan_with_an_unknown_session_is_a_task_error(tasks):
+    ev = event("plan.json")
+    ev["session_id"] = "nosuchsession"
+    with pytest.raises(CairnTaskError, match="session_not_found"):
+        tasks["plan"].handler(ev)
+
+
+def test_compact_keeps_outputs_under_the_state_budget(tasks):
+    out = RetrieveOutput.model_validate(tasks["retrieve"].handler(event("retrieve.json")))
+    leaf = next(c for c in out.candidates if c.record.level == 2)
+
+    def fat(n: int) -> RetrieveOutput:
+        big = [leaf.model_copy(update={"score": 1 - i / 100, "record": leaf.record.model_copy(
+            update={"text": f"doc{i} " + "word " * 1600, "vector": [0.1] * 384})}) for i in range(n)]
+        return RetrieveOutput(query=out.query, candidates=big, trace=out.trace)
+
+    slim = compact(fat(10), budget=20_000)  # texts are cut evenly, every candidate stays
+    assert len(slim.model_dump_json().encode()) <= 20_000
+    assert len(slim.candidates) == 10 and all(c.record.vector is None for c in slim.candidates)
+    assert all(c.record.text.startswith(f"doc{i} ") for i, c in enumerate(slim.candidates))
+    slim = compact(fat(200), budget=20_000)  # too many even when cut: the best are kept, and the trace says so
+    assert len(slim.model_dump_json().encode()) <= 20_000
+    assert 0 < len(slim.candidates) < 200 and slim.candidates[0].score == 1.0
+    assert "lowest-scored candidates dropped" in slim.trace.events[-1].detail
+
+
+# --------------------------------------------------------------------------- on_message and ingest
+
+
+def stream_event(session_id: str, role: str = "user", content: str | None = None) -> dict[str, Any]:
+    ev = copy.deepcopy(event("on_message.json"))
+    image = ev["Records"][0]["dynamodb"]["NewImage"]
+    image["pk"]["S"] = f"TENANT#acme#SESSION#{session_id}"
+    image["session_id"]["S"] = session_id
+    image["role"]["S"] = role
+    if content is not None:
+        image["content"]["S"] = content
+    return ev
+
+
+def test_on_message_stores_prefetched_context(world):
+    mod = load_handler("on_message")
+    mod.runtime = world["runtime"]()
+    sessions = world["sessions"]
+    sid = sessions.create("acme", "ann").id
+    sessions.append("acme", sid, "user", "How long until a refund reaches my card?")
+    assert mod.handler(stream_event(sid)) == {"batchItemFailures": []}
+    prefetched = sessions.get("acme", sid).prefetched
+    assert prefetched is not None and prefetched["resources"][0]["uri"] == REFUNDS
+
+
+def test_on_message_skips_assistant_messages_and_reports_retryable_failures(world):
+    mod = load_handler("on_message")
+    sessions = world["sessions"]
+    sid = sessions.create("acme").id
+    mod.runtime = world["runtime"]()
+    assert mod.handler(stream_event(sid, role="assistant")) == {"batchItemFailures": []}
+    assert sessions.get("acme", sid).prefetched is None
+    mod.runtime = world["runtime"](store=UnavailableStore(world["store"]))
+    out = mod.handler(stream_event(sid))
+    assert out == {"batchItemFailures": [{"itemIdentifier": "111000000000000000000001"}]}
+    # a session deleted meanwhile is not worth retrying
+    assert mod.handler(stream_event("gone")) == {"batchItemFailures": []}
+
+
+def test_ingest_builds_the_tree_from_an_uploaded_payload(world, tmp_path):
+    mod = load_handler("ingest")
+    ev = event("ingest.json")
+    s3 = ev["Records"][0]["s3"]
+    payload = (EVENTS / "ingest_payload.json").read_bytes()
+    store = LocalVectorStore(tmp_path / "fresh", dimension=384)
+    mod.runtime = world["runtime"](store=store, s3=FakeS3({(s3["bucket"]["name"], s3["object"]["key"]): payload}))
+    out = mod.handler(ev)
+    report = out["objects"][0]
+    assert report["tenant"] == "acme" and report["documents"] == 3 and report["error"] is None
+    api = load_handler("api")
+    api.runtime = world["runtime"](store=store)
+    found = body(api.handler(event("api/find.json")))
+    assert found["resources"][0]["uri"] == REFUNDS
+
+
+def test_ingest_refuses_keys_outside_a_tenant_prefix(world):
+    mod = load_handler("ingest")
+    ev = event("ingest.json")
+    ev["Records"][0]["s3"]["object"]["key"] = "elsewhere/acme.json"
+    mod.runtime = world["runtime"](s3=FakeS3({}))
+    report = mod.handler(ev)["objects"][0]
+    assert report["error"]["error"] == "bad_request" and "ingest/<tenant>/" in report["error"]["message"]
