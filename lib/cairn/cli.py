@@ -60,25 +60,8 @@ def _rate_progress() -> Any:
     return report
 
 
-def _content_store(args: argparse.Namespace) -> Any:
-    """The content store: S3 when CAIRN_CONTENT_BUCKET is set, else a folder under the cairn home."""
-    from .config import load_settings
-    from .ingest import LocalContentStore, S3ContentStore
-
-    bucket = os.environ.get("CAIRN_CONTENT_BUCKET")
-    if bucket:
-        return S3ContentStore(bucket, os.environ.get("CAIRN_CONTENT_PREFIX", ""))
-    return LocalContentStore(load_settings(home=args.home, tenant=args.tenant).home / "content")
-
-
 def _ingestor(args: argparse.Namespace, title_rules: tuple = (), leaf_rules: tuple = ()) -> Any:
-    from .ingest import Ingestor
-
-    svc = _service(args)
-    return Ingestor(
-        svc.store, svc.embedder, svc.tenant, content=_content_store(args), title_rules=title_rules,
-        leaf_title_rules=leaf_rules,
-    )
+    return _service(args).ingestor(title_rules=title_rules, leaf_title_rules=leaf_rules)
 
 
 def _title_rules(specs: list[str] | None, leaves: bool = False) -> tuple:
@@ -117,7 +100,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     from .ingest import read
 
     svc = _service(args)
-    result = read(svc.store, _content_store(args), svc.tenant, args.uri, args.level)
+    result = svc.read(args.uri, args.level)
     if args.json:
         import dataclasses
 

@@ -89,11 +89,26 @@ class RerankSettings(_Settings):
     region: str | None = None
 
 
+class LocalContentSettings(_Settings):
+    backend: Literal["local"] = "local"
+    path: Path | None = None  # default: <home>/content
+
+
+class S3ContentSettings(_Settings):
+    backend: Literal["s3"] = "s3"
+    bucket: str
+    prefix: str = ""
+
+
+ContentSettings = Annotated[LocalContentSettings | S3ContentSettings, Field(discriminator="backend")]
+
+
 class Settings(_Settings):
     home: Path = Path(".cairn")
     tenant: str = "default"
     store: StoreSettings = Field(default_factory=LocalStoreSettings)
     sessions: SessionSettings = Field(default_factory=SQLiteSessionSettings)
+    content: ContentSettings = Field(default_factory=LocalContentSettings)  # full bodies
     llm: LLMSettings | None = None  # None: no LLM (the embedded default)
     planner: Literal["auto", "raw", "session-rewrite", "llm"] = "auto"  # auto: llm if configured
     rerank: RerankSettings = Field(default_factory=RerankSettings)
@@ -122,6 +137,8 @@ def _env_services(env: dict[str, str]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     backend = env.get("CAIRN_SESSIONS", "sqlite")
     data["sessions"] = {"backend": backend, **_prefixed(env, "CAIRN_SESSIONS_")}
+    if env.get("CAIRN_CONTENT_BUCKET"):  # full bodies in S3, else a folder under the home
+        data["content"] = {"backend": "s3", **_prefixed(env, "CAIRN_CONTENT_")}
     if env.get("CAIRN_LLM_PROVIDER") or env.get("CAIRN_LLM_MODEL"):
         data["llm"] = _prefixed(env, "CAIRN_LLM_")
     data["rerank"] = _prefixed(env, "CAIRN_RERANK_")  # CAIRN_RERANK_MODEL, _BASE_URL, _API_KEY, _REGION

@@ -87,3 +87,12 @@ def build_session_store(settings: Settings) -> Any:
     if cfg.backend == "sqlite":
         return open_session_store("sqlite", path=cfg.path or settings.home / "sessions.db")
     return open_session_store("dynamodb", table=cfg.table, region=cfg.region, endpoint_url=cfg.endpoint_url)
+
+
+def build_content_store(settings: Settings) -> Any:
+    from .ingest import LocalContentStore, S3ContentStore
+
+    cfg = settings.content
+    if cfg.backend == "s3":
+        return S3ContentStore(cfg.bucket, cfg.prefix)
+    return LocalContentStore(cfg.path or settings.home / "content")

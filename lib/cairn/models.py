@@ -161,6 +161,7 @@ class TraceStats(BaseModel):
     mode: Literal["quick", "thinking"] = "quick"
     rounds: int = 0
     vector_calls: int = 0
+    fetch_calls: int = 0  # key lookups of directory records (no vector search)
     directories_searched: int = 0
     candidates_kept: int = 0
     candidates_excluded: int = 0

@@ -12,7 +12,7 @@ from typing import Any
 from . import stages
 from .config import Settings, load_settings
 from .embeddings import Embedder
-from .ingest import IngestReport, Ingestor
+from .ingest import ContentStore, IngestReport, Ingestor
 from .ingest.service import Progress, _quiet
 from .models import FindResult
 from .observability.stats import RetrievalStats
@@ -37,6 +37,7 @@ class Cairn:
         reranker: Reranker | None = None,
         planner: Planner | None = None,
         sessions: SessionStore | None = None,
+        content: ContentStore | None = None,
         hotness_weight: float = 0.0,
         stats: RetrievalStats | None = None,
     ) -> None:
@@ -47,6 +48,7 @@ class Cairn:
         self.reranker = reranker
         self.planner = planner
         self.sessions = sessions
+        self.content = content
         self.hotness_weight = hotness_weight
         self.stats = stats or RetrievalStats()
 
@@ -65,6 +67,7 @@ class Cairn:
             reranker=factory.build_reranker_from(settings, embedder),
             planner=factory.build_planner(settings, llm),
             sessions=factory.build_session_store(settings),
+            content=factory.build_content_store(settings),
             hotness_weight=settings.hotness_weight,
         )
 
@@ -118,5 +121,17 @@ class Cairn:
             self.stats.record_result(qr)
         return result
 
-    def ingest(self, path: str | Path, root_uri: str, progress: Progress = _quiet) -> IngestReport:
-        return Ingestor(self.store, self.embedder, self.tenant).ingest_path(Path(path), root_uri, progress)
+    def ingestor(self, **options: Any) -> Ingestor:
+        """An ingestor writing to this tenant's store and content store."""
+        return Ingestor(self.store, self.embedder, self.tenant, content=self.content, **options)
+
+    def ingest(self, path: str | Path, root_uri: str, progress: Progress = _quiet, **options: Any) -> IngestReport:
+        """Ingest a folder (or a BEIR corpus with ``format="beir"``) under ``root_uri``; re-ingesting syncs."""
+        fmt = options.pop("format", "folder")
+        return self.ingestor(**options).ingest_path(Path(path), root_uri, progress, format=fmt)
+
+    def read(self, uri: str, level: int = 0) -> Any:
+        """Progressive reading: L0 abstract, L1 overview, L2 full body."""
+        from .ingest.reader import read
+
+        return read(self.store, self.content, self.tenant, uri, level)

@@ -166,3 +166,15 @@ def test_subtree_scope_reaches_deep_leaves_in_one_expansion(store):
     # a/sub lies inside the searched subtree: kept as a candidate, never expanded again
     assert ("cairn://resources/a/sub", 0) in got
     assert "cairn://resources/a/sub" not in trace.searched_directories
+
+
+def test_ancestor_scores_apply_to_leaves_found_by_the_global_search(store):
+    # without ancestor scores, b/y.md (raw 0.6) keeps its raw score from the global search;
+    # with them it is scored against its directory b (0.2) like every other leaf
+    found, trace = search(store, alpha=0.5, threshold=0.0, max_rounds=0, ancestor_scores=True)
+    got = scores(found)
+    assert got[("cairn://resources/b/y.md", 2)] == pytest.approx(0.5 * 0.6 + 0.5 * 0.2)
+    assert got[("cairn://resources/a/x.md", 2)] == pytest.approx(0.5 * 0.3 + 0.5 * 0.9)
+    sub = 0.5 * 0.5 + 0.5 * 0.9  # a/sub is scored below a
+    assert got[("cairn://resources/a/sub/deep.md", 2)] == pytest.approx(0.5 * 0.2 + 0.5 * sub)
+    assert trace.stats.fetch_calls == 1 and trace.stats.vector_calls == 1

@@ -16,8 +16,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..models import Candidate, Level, ThinkingTrace, TraceStats
+import numpy as np
+
+from ..models import Candidate, Level, ThinkingTrace, TraceStats, record_id
 from ..uri import is_under
+from ..uri import parent as parent_of
 from ..vectorstores import VectorHit, VectorQuery, VectorStore
 from .scope import scope_filter
 from .scoring import Convergence, add_to_pool, passes, propagate, ranked, top_uris
@@ -38,6 +41,10 @@ class ThinkingConfig:
     # what one expansion searches: a directory's children (DESIGN §2.2), or its whole subtree
     # (one call reaches leaves at any depth; the directories below are then not expanded again)
     scope: Literal["children", "subtree"] = "children"
+    # score every candidate against its ancestors (one key lookup of their L0/L1 records per
+    # round) instead of only the directory it was reached through: a leaf found by the global
+    # search then carries its directory's score too, so the order no longer depends on the path
+    ancestor_scores: bool = False
 
     def global_k(self, limit: int) -> int:
         return self.global_limit or max(3 * limit, 30)
@@ -45,6 +52,11 @@ class ThinkingConfig:
     @staticmethod
     def per_dir_k(limit: int) -> int:
         return max(2 * limit, 20)
+
+
+def _unit(m: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(m, axis=-1, keepdims=True)
+    return m / np.where(norms == 0, 1.0, norms)
 
 
 def _expand_filter(directory: str, scope: str, user_filter: dict | None) -> dict[str, Any]:
@@ -57,6 +69,7 @@ class _Search:
 
     def __init__(self, store: VectorStore, tenant: str, vector: list[float], cfg: ThinkingConfig, limit: int, user_filter: dict | None):
         self.store, self.tenant, self.vector, self.cfg = store, tenant, vector, cfg
+        self.qvec = _unit(np.asarray(vector, dtype=np.float32))
         self.limit, self.user_filter = limit, user_filter
         self.pool: dict[str, Candidate] = {}
         self.frontier: list[tuple[float, str]] = []  # (-score, dir uri)
@@ -69,6 +82,36 @@ class _Search:
             self.dir_scores[uri] = score
             if uri not in self.visited:
                 heapq.heappush(self.frontier, (-score, uri))
+
+    def score_dirs(self, hits: list[VectorHit], roots: list[str]) -> None:
+        """Score the directories above ``hits`` (and the directory hits themselves) from their
+        own L0/L1 records, outermost first: ``score(d) = propagate(raw(d), score(parent(d)))``."""
+        wanted = {h.record.uri for h in hits if h.record.level is not Level.DETAIL}
+        wanted |= {a for h in hits for a in h.record.ancestors if any(is_under(a, r) for r in roots)}
+        missing = sorted(wanted - self.dir_scores.keys())
+        if not missing:
+            return
+        ids = [record_id(self.tenant, u, lvl) for u in missing for lvl in (0, 1)]
+        recs = [r for r in self.store.fetch(self.tenant, ids) if r.vector is not None]
+        self.trace.stats.fetch_calls += 1
+        raw: dict[str, float] = {}
+        if recs:
+            cos = _unit(np.asarray([r.vector for r in recs], dtype=np.float32)) @ self.qvec
+            for rec, c in zip(recs, cos.tolist()):
+                raw[rec.uri] = max(raw.get(rec.uri, -1.0), c)
+        for u in sorted(missing, key=lambda u: u.count("/")):
+            parent = self.dir_scores.get(parent_of(u) or "", 0.0)
+            score = propagate(raw[u], parent, self.cfg.alpha) if u in raw else parent
+            self.dir_scores[u] = score
+            if passes(score, self.cfg.threshold) and u not in self.visited:
+                heapq.heappush(self.frontier, (-score, u))
+
+    def take_all(self, hits: list[VectorHit], parent_score: float, round_: int, reason: str, roots: list[str], expandable: bool = True) -> None:
+        if self.cfg.ancestor_scores:
+            self.score_dirs(hits, roots)
+        for h in hits:
+            parent = self.dir_scores.get(h.record.parent_uri or "", 0.0) if self.cfg.ancestor_scores else parent_score
+            self.take(h, parent, round_, reason, expandable)
 
     def take(self, hit: VectorHit, parent_score: float, round_: int, reason: str, expandable: bool = True) -> None:
         score = propagate(hit.score, parent_score, self.cfg.alpha)
@@ -86,8 +129,7 @@ class _Search:
         hits = self.store.query(VectorQuery(tenant=self.tenant, vector=self.vector, filter=scope_filter(roots, self.user_filter), limit=k))
         self.trace.stats.vector_calls += 1
         self.trace.add("global_search", detail=f"roots={roots} limit={k} hits={len(hits)}")
-        for h in hits:
-            self.take(h, 0.0, 0, "global")
+        self.take_all(hits, 0.0, 0, "global", roots)
         if self.cfg.scope == "subtree":
             return  # the global search already searched the roots' whole subtrees
         for r in roots:  # roots seed the frontier with score 0
@@ -107,7 +149,7 @@ class _Search:
             batch.append(uri)
         return batch
 
-    def expand(self, dirs: list[str], round_: int) -> None:
+    def expand(self, dirs: list[str], round_: int, roots: list[str]) -> None:
         k = self.cfg.per_dir_k(self.limit)
         requests = [
             VectorQuery(tenant=self.tenant, vector=self.vector, filter=_expand_filter(d, self.cfg.scope, self.user_filter), limit=k)
@@ -121,8 +163,7 @@ class _Search:
         for d, hits in zip(dirs, results, strict=True):
             parent = self.dir_scores.get(d, 0.0)
             self.trace.add("expand", round=round_, uri=d, score=round(parent, 4), detail=f"hits={len(hits)}")
-            for h in hits:
-                self.take(h, parent, round_, f"child-of:{d}" if expandable else f"under:{d}", expandable)
+            self.take_all(hits, parent, round_, f"child-of:{d}" if expandable else f"under:{d}", roots, expandable)
 
 
 def _stop_by_budget(s: _Search, started: float, rounds: int) -> str | None:
@@ -165,7 +206,7 @@ def thinking_search(
             stop = "frontier_empty"
             break
         rounds += 1
-        s.expand(dirs, rounds)
+        s.expand(dirs, rounds, roots)
         stop = conv.update(top_uris(s.pool, limit), len(s.pool)) or _stop_by_budget(s, started, rounds)
     s.trace.stats.rounds = rounds
     s.trace.stats.stop_reason = stop
