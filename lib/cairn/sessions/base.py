@@ -1,17 +1,27 @@
 """The session store: one interface, template methods, two backends (SQLite, DynamoDB).
 
-A session holds an ordered sequence of messages (``seq`` 1, 2, 3, ... allocated by the
-backend atomically, so concurrent appends never lose or duplicate a message), a compressed
+A session holds an ordered sequence of messages (``seq`` allocated by the backend, so concurrent
+appends never lose or duplicate a message and the stored messages are in ``seq`` order; SQLite's
+seqs are 1, 2, 3, ... without gaps, DynamoDB's may skip a number, see its module), a compressed
 summary of the older messages, and the latest prefetched context (a ``FindResult`` dict).
 
 The public methods validate their input, call the backend's ``_`` method and map any vendor
 exception once, through :meth:`SessionStore._map_error`, into a :class:`SessionError`.
 
-Compression is optimistic: read the summary and the messages after ``summarized_through``,
-summarise the oldest ones (slowly, maybe by an LLM) without holding a lock, then commit the new
-summary with a conditional write on the ``summarized_through`` the read saw. Appends only ever
-add messages with a higher ``seq``, so a message that arrives meanwhile is never folded; two
+Compression is optimistic: read the summary and the messages after ``summarized_through`` (in
+one snapshot where the backend has them), summarise the oldest ones (slowly, maybe by an LLM)
+without holding a lock, then commit the new summary with a conditional write on the
+``summarized_through`` the read saw. The commit is handed the exact messages it folds and refuses
+(:class:`SessionConflict`) unless the seqs up to the new ``summarized_through`` hold exactly those
+messages and no other message can be stored there afterwards: SQLite checks it in the commit's
+own transaction (an append stores its seq and its message in one transaction, so messages are
+always a gap-free prefix), DynamoDB seals every empty seq of the folded range with a hole marker
+(its appends are two writes, so a message with a lower seq can still be in flight). A message
+that arrives meanwhile is therefore never folded and never hidden below the summary; two
 compressions racing lose nothing either: the loser gets :class:`SessionConflict` and retries.
+
+The summary itself is bounded (``MAX_SUMMARY_CHARS``): summarising is lossy by design, and the
+extractive summarizer drops its oldest lines once the bound is reached.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -180,7 +190,7 @@ class SessionStore(ABC):
         self._check(tenant, session_id)
         if not 0 <= recent <= 1000:
             raise RequestError(f"recent={recent} is not valid; use 0 to 1000")
-        with self._errors("get", session_id):
+        with self._errors("get", session_id), self._snapshot():
             session = self._load(tenant, session_id)
             last = self._messages(tenant, session_id, session.summarized_through, newest=recent) if recent else []
             prefetched = self._get_prefetched(tenant, session_id)
@@ -196,7 +206,7 @@ class SessionStore(ABC):
     def list_messages(self, tenant: str, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[Message]:
         """Messages held after the summary (and after ``after_seq``), oldest first."""
         self._check(tenant, session_id)
-        with self._errors("list_messages", session_id):
+        with self._errors("list_messages", session_id), self._snapshot():
             session = self._load(tenant, session_id)
             out = self._messages(tenant, session_id, max(after_seq, session.summarized_through))
         return out[:limit] if limit is not None else out
@@ -234,7 +244,7 @@ class SessionStore(ABC):
             raise RequestError(f"keep_last={keep} is not valid; use 0 or more")
         summarizer = summarizer or self.summarizer or _default_summarizer()
         for attempt in range(1, max_attempts + 1):
-            with self._errors("compress", session_id):
+            with self._errors("compress", session_id), self._snapshot():
                 session = self._load(tenant, session_id)
                 pending = self._messages(tenant, session_id, session.summarized_through)
             if len(pending) <= keep:
@@ -243,7 +253,7 @@ class SessionStore(ABC):
             summary = summarizer.summarize(session.summary, fold)[:MAX_SUMMARY_CHARS]
             try:
                 with self._errors("compress", session_id):
-                    self._commit_summary(session, summary, fold[-1].seq, time.time())
+                    self._commit_summary(session, summary, fold, time.time())
             except SessionConflict:
                 if attempt == max_attempts:
                     raise
@@ -286,6 +296,10 @@ class SessionStore(ABC):
     def _map_error(self, exc: Exception, op: str, session_id: str) -> CairnError:
         return SessionError(f"session {session_id!r}: {op} failed on the {self.backend} store: {exc}")
 
+    def _snapshot(self) -> AbstractContextManager[Any]:
+        """Reads inside share one consistent snapshot where the backend offers it (SQLite)."""
+        return nullcontext()
+
     # what a backend fills in ----------------------------------------------------------
 
     @abstractmethod
@@ -310,9 +324,11 @@ class SessionStore(ABC):
     def _set_prefetched(self, session: Session, context: dict[str, Any], now: float) -> None: ...
 
     @abstractmethod
-    def _commit_summary(self, session: Session, summary: str, through: int, now: float) -> None:
-        """Store the summary iff summarized_through is still ``session.summarized_through``
-        (else SessionConflict), then drop the folded messages (seq <= through)."""
+    def _commit_summary(self, session: Session, summary: str, folded: Sequence[Message], now: float) -> None:
+        """Store the summary and ``summarized_through = folded[-1].seq`` iff summarized_through is
+        still ``session.summarized_through`` and the seqs in between hold exactly ``folded`` (no
+        message stored meanwhile, none can be stored there later); else SessionConflict. Then drop
+        the folded messages."""
 
     @abstractmethod
     def _delete(self, tenant: str, session_id: str) -> bool: ...

@@ -6,21 +6,49 @@ Item layout (every item of a session shares its partition key)::
     sk = META                 type=session   user, created_at, updated_at, expires_at,
                                              summary, summarized_through, last_seq (the counter)
     sk = MSG#<seq:010d>       type=message   tenant, session_id, seq, role, content, created_at, expires_at
+    sk = MSG#<seq:010d>       type=hole      tenant, session_id, seq, created_at, expires_at (a sealed seq)
     sk = PREFETCH             type=prefetch  context (FindResult JSON), updated_at, expires_at
 
-Appending is two conditional writes: ``ADD last_seq 1`` on META (condition: the session exists
-and has not expired; DynamoDB serialises updates of one item, so every caller gets a distinct
-seq), then a put of ``MSG#<seq>`` with ``attribute_not_exists(pk)`` (a message is never
-overwritten). 100 concurrent appends therefore store 100 messages with seq 1..100. If a writer
-dies between the two writes, its seq stays unused: a hole, never a duplicate or a reorder.
+Appending is two writes: ``ADD last_seq 1`` on META (condition: the session exists and has not
+expired) allocates a seq, then a put of ``MSG#<seq>`` with ``attribute_not_exists(pk)`` stores
+the message (a message is never overwritten). If that seq is already taken - the counter handed
+it out twice (moto's updates are not atomic under concurrent requests), it was moved back (a
+restore, a manual edit), or a compression sealed it (below) - the append allocates a new seq and
+tries again, up to ``APPEND_ATTEMPTS`` times (then a retryable :class:`SessionError`). Before
+retrying it lifts a counter that is behind the newest stored seq (or the summary) up to it, so a
+counter that went back costs one retry, not one per message. A taken seq that holds this very
+message - same role, content and ``created_at`` (the append's clock reading, to the full float)
+- means the SDK retried a put whose first attempt had succeeded: it is this append's message,
+returned, not stored twice. (No extra write token on the item, so the stream image keeps its
+shape; two different appends would need the same seq, text and clock reading to be confused.)
+
+Guarantees: every appended message is stored exactly once (never lost, never duplicated) and
+reads return messages in ``seq`` order. Contiguity is *not* guaranteed: a seq that was
+allocated but never filled stays a gap - the writer died or failed between the two writes, the
+SDK retried an ``ADD`` whose first response was lost, or (moto) two concurrent ``ADD``s both
+returned the later value and the earlier one was never handed out. Readers skip gaps;
+``last_seq`` (``message_count``) counts seqs allocated, which can exceed the messages stored.
+Between concurrent appends the order is whatever the counter decided; an append that starts
+after another has returned gets a higher seq as long as the counter only moves forward (DynamoDB
+serialises the updates of one item).
+
+Compression folds the oldest messages into the summary, but a message with a lower seq can still
+be in flight (allocated, not yet put). So before the conditional commit of
+``summarized_through`` it *seals* the folded range: every seq in it that holds no message gets a
+hole marker (``type = hole``, put with ``attribute_not_exists(pk)``). A late writer's put then
+fails and it takes a new seq above the summary; if its put landed first, the seal sees a message
+the summary lacks and the compression retries (:class:`SessionConflict`). Hole markers stay when
+the folded messages are deleted (they go with the session), so a seq below the summary can never
+be filled later. One compression writes at most ``MAX_SEALS`` markers: a wider stretch of empty
+seqs (a counter moved forward by hand) stops compression with a clear error.
 
 TTL: ``expires_at`` (epoch seconds, a Number) is the table's TTL attribute and every item of a
 session carries the same value, so the session expires as a whole. DynamoDB deletes expired
 items lazily (up to ~48 h late): reads treat an expired META as "not found".
 
 Stream: the table's stream (``NEW_IMAGE``) carries every new message as an INSERT whose image has
-``type = message`` and the full message (tenant, session_id, seq, role, content); a consumer
-subscribes with the Lambda event filter
+``type = message`` and the full message (tenant, session_id, seq, role, content); hole markers
+(``type = hole``) are INSERTs too, so a consumer subscribes with the Lambda event filter
 ``{"eventName": ["INSERT"], "dynamodb": {"NewImage": {"type": {"S": ["message"]}}}}``.
 """
 
@@ -28,7 +56,9 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import CairnError, ConfigError, SessionConflict, SessionError
@@ -37,6 +67,8 @@ from .base import Message, Role, Session, SessionStore
 TTL_ATTRIBUTE = "expires_at"
 SEQ_DIGITS = 10
 _MSG_LAST = "MSG#" + "9" * SEQ_DIGITS
+APPEND_ATTEMPTS = 8  # seqs an append tries before giving up (a taken seq is rare on DynamoDB)
+MAX_SEALS = 1000  # hole markers one compression writes at most
 _RETRYABLE_CODES = {
     "ProvisionedThroughputExceededException",
     "ThrottlingException",
@@ -70,6 +102,14 @@ def _num(item: dict[str, Any], key: str, default: float = 0) -> float:
 
 def _str(item: dict[str, Any], key: str) -> str | None:
     return item[key]["S"] if key in item and "S" in item[key] else None
+
+
+def _seq_of(item: dict[str, Any]) -> int:
+    return int(item["sk"]["S"][len("MSG#"):])
+
+
+def _is_message(item: dict[str, Any]) -> bool:
+    return _str(item, "type") != "hole"
 
 
 class DynamoDBSessionStore(SessionStore):
@@ -139,6 +179,29 @@ class DynamoDBSessionStore(SessionStore):
 
     def _append(self, tenant: str, session_id: str, role: Role, content: str, now: float) -> Message:
         pk = session_pk(tenant, session_id)
+        taken: list[int] = []
+        for attempt in range(APPEND_ATTEMPTS):
+            if attempt > 1:  # racing writers (or a counter that keeps going back): spread out
+                time.sleep(random.uniform(0, 0.005 * attempt))
+            meta = self._allocate(pk, session_id, now)
+            seq = int(_num(meta, "last_seq"))
+            summarized_through = int(_num(meta, "summarized_through"))
+            # a seq at or below the summary is never used: the counter went back (a restore, an edit)
+            if seq > summarized_through and self._put_message(
+                pk, tenant, session_id, seq, role, content, now, meta[TTL_ATTRIBUTE]
+            ):
+                return Message(seq=seq, role=role, content=content, created_at=now)
+            taken.append(seq)
+            self._lift_counter(pk, max(seq, summarized_through))
+        raise SessionError(
+            f"session {session_id!r}: append could not store the message: seqs {taken} were all taken "
+            f"({APPEND_ATTEMPTS} attempts); the seq counter (last_seq on the META item) keeps handing out "
+            "used seqs; retry",
+            retryable=True,
+        )
+
+    def _allocate(self, pk: str, session_id: str, now: float) -> dict[str, Any]:
+        """``ADD last_seq 1`` on META; returns the new META (``last_seq`` is the seq allocated)."""
         try:
             out = self.client.update_item(
                 TableName=self.table,
@@ -153,8 +216,13 @@ class DynamoDBSessionStore(SessionStore):
             if _error_code(exc) == "ConditionalCheckFailedException":
                 raise self.not_found(session_id) from None
             raise
-        meta = out["Attributes"]
-        seq = int(_num(meta, "last_seq"))
+        return out["Attributes"]  # type: ignore[no-any-return]
+
+    def _put_message(
+        self, pk: str, tenant: str, session_id: str, seq: int, role: Role, content: str, now: float,
+        expires: dict[str, str],
+    ) -> bool:
+        """Store ``MSG#<seq>``; False when the seq holds another message or a hole marker."""
         try:
             self.client.put_item(
                 TableName=self.table,
@@ -168,15 +236,50 @@ class DynamoDBSessionStore(SessionStore):
                     "role": _s(role),
                     "content": _s(content),
                     "created_at": _n(now),
-                    TTL_ATTRIBUTE: meta[TTL_ATTRIBUTE],
+                    TTL_ATTRIBUTE: expires,
                 },
                 ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                raise SessionError(f"session {session_id!r}: message seq {seq} already exists; the counter was reset") from None
-            raise
-        return Message(seq=seq, role=role, content=content, created_at=now)
+            if _error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            old = getattr(exc, "response", {}).get("Item")
+            if old is None:  # a backend that does not return the old item: read it
+                old = self.client.get_item(
+                    TableName=self.table, Key={"pk": _s(pk), "sk": _s(message_sk(seq))}, ConsistentRead=True
+                ).get("Item") or {}
+            # this very message: our own put, retried by the SDK after it had succeeded
+            return (
+                _str(old, "type") == "message" and _str(old, "role") == role and _str(old, "content") == content
+                and _num(old, "created_at", -1) == now
+            )
+        return True
+
+    def _lift_counter(self, pk: str, floor: int) -> None:
+        """After a seq turned out used: move a counter that is behind ``floor`` (that seq, or the
+        summary) or behind the newest stored seq up to it, so the next ``ADD`` gets a free seq."""
+        newest = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={":pk": _s(pk), ":lo": _s(message_sk(0)), ":hi": _s(_MSG_LAST)},
+            ProjectionExpression="sk",
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        ).get("Items", [])
+        floor = max([floor] + [_seq_of(i) for i in newest])
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(pk), "sk": _s("META")},
+                UpdateExpression="SET last_seq = :floor",
+                ConditionExpression="attribute_exists(pk) AND last_seq < :floor",
+                ExpressionAttributeValues={":floor": _n(floor)},
+            )
+        except Exception as exc:
+            if _error_code(exc) != "ConditionalCheckFailedException":
+                raise
 
     def _load(self, tenant: str, session_id: str) -> Session:
         item = self.client.get_item(
@@ -196,28 +299,43 @@ class DynamoDBSessionStore(SessionStore):
             last_seq=int(_num(item, "last_seq")),
         )
 
-    def _query_messages(self, pk: str, after_seq: int, newest: int | None, keys_only: bool = False) -> list[dict]:
+    def _items(
+        self, pk: str, after_seq: int, *, through: int | None = None, newest_first: bool = False,
+        page: int | None = None, keys_only: bool = False,
+    ) -> Iterator[dict[str, Any]]:
+        """The ``MSG#`` items (messages and hole markers) with ``after_seq < seq <= through``, page by page."""
+        hi = message_sk(through) if through is not None else _MSG_LAST
         args: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-            "ExpressionAttributeValues": {":pk": _s(pk), ":lo": _s(message_sk(after_seq + 1)), ":hi": _s(_MSG_LAST)},
+            "ExpressionAttributeValues": {":pk": _s(pk), ":lo": _s(message_sk(after_seq + 1)), ":hi": _s(hi)},
             "ConsistentRead": True,
+            "ScanIndexForward": not newest_first,
         }
         if keys_only:
-            args["ProjectionExpression"] = "pk, sk"
-        if newest is not None:
-            args.update(ScanIndexForward=False, Limit=newest)
-            return list(reversed(self.client.query(**args).get("Items", [])))
-        items: list[dict] = []
+            args.update(ProjectionExpression="pk, sk, #type", ExpressionAttributeNames={"#type": "type"})
+        if page is not None:
+            args["Limit"] = page
         while True:
-            page = self.client.query(**args)
-            items.extend(page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                return items
-            args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            out = self.client.query(**args)
+            yield from out.get("Items", [])
+            if "LastEvaluatedKey" not in out:
+                return
+            args["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
     def _messages(self, tenant: str, session_id: str, after_seq: int, newest: int | None = None) -> list[Message]:
-        items = self._query_messages(session_pk(tenant, session_id), after_seq, newest)
+        pk = session_pk(tenant, session_id)
+        if newest is None:
+            items = [i for i in self._items(pk, after_seq) if _is_message(i)]
+        else:
+            items = []
+            if newest > 0:
+                for i in self._items(pk, after_seq, newest_first=True, page=newest):
+                    if _is_message(i):  # hole markers do not count
+                        items.append(i)
+                        if len(items) == newest:
+                            break
+            items.reverse()
         return [
             Message(
                 seq=int(_num(i, "seq")), role=_str(i, "role"), content=_str(i, "content") or "",  # type: ignore[arg-type]
@@ -245,8 +363,10 @@ class DynamoDBSessionStore(SessionStore):
             },
         )
 
-    def _commit_summary(self, session: Session, summary: str, through: int, now: float) -> None:
+    def _commit_summary(self, session: Session, summary: str, folded: Sequence[Message], now: float) -> None:
         pk = session_pk(session.tenant, session.id)
+        through = folded[-1].seq
+        self._seal(session, folded, now)
         try:
             self.client.update_item(
                 TableName=self.table,
@@ -261,9 +381,56 @@ class DynamoDBSessionStore(SessionStore):
             if _error_code(exc) == "ConditionalCheckFailedException":
                 raise SessionConflict(f"session {session.id!r}: another compression committed first; retry") from None
             raise
-        folded = [i for i in self._query_messages(pk, session.summarized_through, None, keys_only=True)
-                  if i["sk"]["S"] <= message_sk(through)]
-        self._batch_delete(folded)
+        # the range is sealed: it holds the folded messages (dropped now) and hole markers (kept)
+        self._batch_delete([{"pk": _s(pk), "sk": _s(message_sk(m.seq))} for m in folded])
+
+    def _seal(self, session: Session, folded: Sequence[Message], now: float) -> None:
+        """Make the seqs ``summarized_through + 1 .. folded[-1].seq`` hold exactly ``folded`` plus
+        hole markers, so that no message can be stored there any more; SessionConflict if a
+        message got there first (the summary would not contain it)."""
+        pk = session_pk(session.tenant, session.id)
+        after, through = session.summarized_through, folded[-1].seq
+        wanted = {m.seq for m in folded}
+        present: set[int] = set()
+        for item in self._items(pk, after, through=through, keys_only=True):
+            seq = _seq_of(item)
+            if _is_message(item) and seq not in wanted:
+                raise SessionConflict(
+                    f"session {session.id!r}: message seq {seq} was stored after the compression read the session; retry"
+                )
+            present.add(seq)
+        if not wanted <= present:
+            raise SessionConflict(f"session {session.id!r}: another compression committed first; retry")
+        empty = (through - after) - len(present)
+        if empty > MAX_SEALS:
+            raise SessionError(
+                f"session {session.id!r}: compress: {empty} seqs in {after + 1}..{through} hold no message (was the "
+                f"counter last_seq moved forward by hand?); compression seals at most {MAX_SEALS} empty seqs"
+            )
+        for seq in range(after + 1, through + 1):
+            if seq in present:
+                continue
+            try:
+                self.client.put_item(
+                    TableName=self.table,
+                    Item={
+                        "pk": _s(pk),
+                        "sk": _s(message_sk(seq)),
+                        "type": _s("hole"),
+                        "tenant": _s(session.tenant),
+                        "session_id": _s(session.id),
+                        "seq": _n(seq),
+                        "created_at": _n(now),
+                        TTL_ATTRIBUTE: _n(math.ceil(session.expires_at)),
+                    },
+                    ConditionExpression="attribute_not_exists(pk)",
+                )
+            except Exception as exc:
+                if _error_code(exc) == "ConditionalCheckFailedException":
+                    raise SessionConflict(
+                        f"session {session.id!r}: message seq {seq} was stored while the compression sealed it; retry"
+                    ) from None
+                raise
 
     def _delete(self, tenant: str, session_id: str) -> bool:
         pk = session_pk(tenant, session_id)

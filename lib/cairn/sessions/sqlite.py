@@ -1,7 +1,11 @@
 """SQLite sessions: the embedded default. One file, WAL, safe across threads and processes.
 
 Every connection belongs to one thread; writes run in ``BEGIN IMMEDIATE`` transactions, so
-the seq counter increment and the message insert are one atomic step, also between processes.
+the seq counter increment and the message insert are one atomic step, also between processes:
+the stored messages are always the gap-free run ``summarized_through + 1 .. last_seq``. Reads
+that must agree with each other (the session row and its messages) share one snapshot (a
+deferred read transaction; WAL lets it run beside a writer). A compression commit checks, in its
+own write transaction, that the folded range holds exactly the folded messages.
 The tenant is part of every primary key.
 """
 
@@ -11,6 +15,8 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,19 +73,30 @@ class SQLiteSessionStore(SessionStore):
             self._local.db = db
         return db
 
-    class _Tx:
-        def __init__(self, db: sqlite3.Connection) -> None:
-            self.db = db
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
+        db = self._conn()
+        if db.in_transaction:  # nested (a read inside a snapshot): join the open transaction
+            yield db
+            return
+        db.execute(begin)
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:  # also when COMMIT itself failed: never leave it open
+                db.execute("ROLLBACK")
+            raise
 
-        def __enter__(self) -> sqlite3.Connection:
-            self.db.execute("BEGIN IMMEDIATE")
-            return self.db
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A write transaction: takes the write lock up front (no upgrade deadlock)."""
+        if self._conn().in_transaction:
+            raise RuntimeError("SQLite session store: a write inside an open transaction")
+        return self._transaction("BEGIN IMMEDIATE")
 
-        def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
-
-    def _tx(self) -> SQLiteSessionStore._Tx:
-        return self._Tx(self._conn())
+    def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A read transaction: every read inside sees the same committed state."""
+        return self._transaction("BEGIN DEFERRED")
 
     def _map_error(self, exc: Exception, op: str, session_id: str) -> CairnError:
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
@@ -144,7 +161,8 @@ class SQLiteSessionStore(SessionStore):
             if cur.rowcount == 0:
                 raise self.not_found(session.id)
 
-    def _commit_summary(self, session: Session, summary: str, through: int, now: float) -> None:
+    def _commit_summary(self, session: Session, summary: str, folded: Sequence[Message], now: float) -> None:
+        through = folded[-1].seq
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE sessions SET summary = ?, summarized_through = ?, updated_at = ? "
@@ -153,10 +171,16 @@ class SQLiteSessionStore(SessionStore):
             )
             if cur.rowcount == 0:
                 raise SessionConflict(f"session {session.id!r}: another compression committed first; retry")
-            db.execute(
+            # appends are atomic, so the range holds exactly the folded messages; checked, never assumed
+            held = db.execute(
                 "DELETE FROM messages WHERE tenant = ? AND session_id = ? AND seq <= ?",
                 (session.tenant, session.id, through),
-            )
+            ).rowcount
+            if held != len(folded):  # raising rolls the whole commit back
+                raise SessionConflict(
+                    f"session {session.id!r}: seqs {session.summarized_through + 1}..{through} hold {held} "
+                    f"messages, the summary folds {len(folded)}; retry"
+                )
 
     def _delete(self, tenant: str, session_id: str) -> bool:
         with self._tx() as db:
