@@ -18,7 +18,9 @@ from cairn.embeddings.local import LocalEmbedder
 from cairn.ingest import Document, Ingestor
 from cairn.ingest.titles import DirTitleRule
 from cairn.pipeline import Cairn
+from cairn.planning.scope import FolderResolver
 from cairn.planning.session_planner import SessionRewritePlanner
+from cairn.retrieval.scope import roots_for
 from cairn.rerank import build_reranker
 from cairn.retrieval.thinking import ThinkingConfig
 from cairn.sessions import open_session_store
@@ -30,6 +32,9 @@ from .metrics import evaluate, percentiles
 
 SUITE = "retrieval"
 ALPHAS = (0.3, 0.5, 0.7, 1.0)
+# Results hold folders (L0/L1) and leaves; the qrels judge leaves, so each query asks for 30
+# results and is judged on its first 10 leaves.
+LIMIT = 30
 VARIANTS = ("children", "children-ancestors", "subtree-ancestors")
 DSTC_ROOT = "cairn://resources/dstc11"
 SCIFACT_ROOT = "cairn://resources/scifact"
@@ -114,7 +119,7 @@ def _sweep(name: str, svc: Cairn, queries: list[dict], qrels: dict, root: str, m
 
 
 def _modes(ask: Callable[..., Ask], best_alpha: float | None = None) -> dict[str, tuple[ThinkingConfig | None, Ask]]:
-    base = dict(limit=10, context_type="resource", score_threshold=-1.0)
+    base = dict(limit=LIMIT, context_type="resource", score_threshold=-1.0)
     modes: dict[str, tuple[ThinkingConfig | None, Ask]] = {"quick": (None, ask(mode="quick", rerank=False, **base))}
     for variant in VARIANTS:
         for alpha in ALPHAS:
@@ -135,14 +140,17 @@ def bench_dstc11(data: Path, limit_queries: int | None) -> dict[str, Any]:
             for turn in (q.get("metadata", {}).get("context") or [])[:-1]:
                 sessions.append("bench", s.id, "user" if turn["speaker"] == "U" else "assistant", turn["text"])
             session_of[q["_id"]] = s.id
-        svc = Cairn(store, embedder, "bench", planner=SessionRewritePlanner(), sessions=sessions)
+        planner = SessionRewritePlanner(
+            resolver=FolderResolver(store, "bench", embedder), roots=lambda ct: roots_for(ct, (), None)
+        )
+        svc = Cairn(store, embedder, "bench", planner=planner, sessions=sessions)
 
         def with_session(**opts: Any) -> Ask:
             return lambda svc, q: svc.search(q["text"], session_id=session_of[q["_id"]], include_provenance=True, **opts)
 
         out: dict[str, Any] = {"queries": len(queries)}
         out["raw_last_turn_quick"] = measure(
-            svc, queries, ds.qrels, DSTC_ROOT, lambda svc, q: svc.find(q["text"], limit=10, context_type="resource", score_threshold=-1.0)
+            svc, queries, ds.qrels, DSTC_ROOT, lambda svc, q: svc.find(q["text"], limit=LIMIT, context_type="resource", score_threshold=-1.0)
         )
         print(f"  dstc11 raw_last_turn_quick: {out['raw_last_turn_quick']}", flush=True)
         out.update(_sweep("dstc11", svc, queries, ds.qrels, DSTC_ROOT, _modes(with_session)))
@@ -151,7 +159,7 @@ def bench_dstc11(data: Path, limit_queries: int | None) -> dict[str, Any]:
         svc.reranker = build_reranker("local", embedder=embedder.inner)
         svc.thinking = _config_of(best)
         out["thinking_rerank"] = measure(
-            svc, queries, ds.qrels, DSTC_ROOT, with_session(mode="thinking", rerank=True, limit=10, context_type="resource", score_threshold=-1.0)
+            svc, queries, ds.qrels, DSTC_ROOT, with_session(mode="thinking", rerank=True, limit=LIMIT, context_type="resource", score_threshold=-1.0)
         )
         print(f"  dstc11 thinking_rerank ({best}): {out['thinking_rerank']}", flush=True)
         embedder.save()
@@ -176,7 +184,7 @@ def bench_scifact(data: Path, limit_queries: int | None, best: str) -> dict[str,
         def plain(**opts: Any) -> Ask:
             return lambda svc, q: svc.find(q["text"], include_provenance=True, **opts)
 
-        base = dict(limit=10, context_type="resource", score_threshold=-1.0)
+        base = dict(limit=LIMIT, context_type="resource", score_threshold=-1.0)
         modes = {"quick": (None, plain(mode="quick", **base)), best: (_config_of(best), plain(mode="thinking", **base))}
         out: dict[str, Any] = {"queries": len(queries), **_sweep("scifact", svc, queries, ds.qrels, SCIFACT_ROOT, modes)}
         svc.reranker = build_reranker("local", embedder=embedder.inner)

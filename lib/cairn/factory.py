@@ -50,8 +50,9 @@ def build_llm_client(settings: Settings) -> Any:
     return build_llm(cfg.provider, cfg.model, **{k: v for k, v in opts.items() if v is not None})
 
 
-def build_planner(settings: Settings, llm: Any = None) -> Any:
-    """``auto``: the intent analyzer when an LLM is configured, else the session-rewrite planner."""
+def build_planner(settings: Settings, llm: Any = None, store: VectorStore | None = None, embedder: Embedder | None = None) -> Any:
+    """``auto``: the intent analyzer when an LLM is configured, else the session-rewrite planner
+    (which, given the store, scopes a query to the folder named after its entity)."""
     choice = settings.planner
     if choice == "auto":
         choice = "llm" if llm is not None else "session-rewrite"
@@ -65,7 +66,14 @@ def build_planner(settings: Settings, llm: Any = None) -> Any:
         return IntentAnalyzer(llm, timeout_s=settings.llm.timeout_s if settings.llm else 5.0)
     from .planning.session_planner import SessionRewritePlanner
 
-    return SessionRewritePlanner()
+    if store is None:
+        return SessionRewritePlanner()
+    from .planning.scope import FolderResolver
+    from .retrieval.scope import roots_for
+
+    return SessionRewritePlanner(
+        resolver=FolderResolver(store, settings.tenant, embedder), roots=lambda ct: roots_for(ct, (), None)
+    )
 
 
 def build_reranker_from(settings: Settings, embedder: Embedder) -> Any:

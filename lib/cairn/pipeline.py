@@ -59,13 +59,14 @@ class Cairn:
         settings = settings or load_settings()
         embedder = factory.build_embedder(settings)
         llm = factory.build_llm_client(settings)
+        store = factory.build_store(settings, embedder.dimension)
         return cls(
-            factory.build_store(settings, embedder.dimension),
+            store,
             embedder,
             settings.tenant,
             thinking=ThinkingConfig(alpha=settings.alpha, threshold=settings.score_threshold),
             reranker=factory.build_reranker_from(settings, embedder),
-            planner=factory.build_planner(settings, llm),
+            planner=factory.build_planner(settings, llm, store, embedder),
             sessions=factory.build_session_store(settings),
             content=factory.build_content_store(settings),
             hotness_weight=settings.hotness_weight,

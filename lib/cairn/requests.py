@@ -23,6 +23,7 @@ class FindRequest(BaseModel):
     user: str | None = None
     limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
     mode: Literal["quick", "thinking"] = "quick"
+    hybrid: bool = False  # quick mode: fuse dense and BM25 (RRF) where the backend can
     filter: dict[str, Any] | None = None
     score_threshold: float | None = None
     include_provenance: bool = False

@@ -63,7 +63,8 @@ def retrieve(
             cfg = replace(cfg, threshold=request.score_threshold)
         candidates, trace = thinking_search(store, tenant, vector, roots, request.limit, request.filter, cfg, hand_on)
     else:
-        candidates, trace = quick_search(store, tenant, vector, roots, hand_on, request.filter)
+        hybrid_text = typed_query.query if request.hybrid else None
+        candidates, trace = quick_search(store, tenant, vector, roots, hand_on, request.filter, hybrid_text)
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace)
 

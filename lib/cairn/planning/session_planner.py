@@ -19,7 +19,7 @@ which name was added and from which message.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..models import ContextType, QueryPlan
@@ -171,6 +171,8 @@ class SessionRewritePlanner:
         *,
         lookback: int = LOOKBACK,
         max_names: int = 2,
+        resolver: Callable[[str, list[str]], list[str]] | None = None,
+        roots: Callable[[ContextType | None], list[str]] | None = None,
     ) -> None:
         names = sorted(
             {v.strip() for v in vocabulary if v and len(v.strip()) >= 3},
@@ -182,6 +184,8 @@ class SessionRewritePlanner:
         ]
         self.lookback = lookback
         self.max_names = max_names
+        self.resolver = resolver  # name -> folders named after it (scopes the search)
+        self.roots = roots  # the roots a context type searches (where folders are looked up)
 
     def plan(
         self,
@@ -193,6 +197,9 @@ class SessionRewritePlanner:
     ) -> QueryPlan:
         messages = list(session.recent[-self.lookback :]) if session else []
         names = self.resolve(query, messages)
+        scoped, why_scoped = self._scope(query, names, context_type, target_uris)
+        if scoped:
+            target_uris = scoped
         if not names:
             why = (
                 "no session"
@@ -200,14 +207,15 @@ class SessionRewritePlanner:
                 else "the query names its entity, or the conversation names none"
             )
             return QueryPlan(
-                reasoning=f"raw query: {why}",
+                reasoning=f"raw query: {why}{why_scoped}",
                 queries=(raw_query(query, context_type, target_uris),),
                 planner=self.name,
             )
-        rewritten = f"{query} ({', '.join(m.name for m in names)})"
+        # scoped to the entity's folder, the name would only pull its folders above its leaves
+        rewritten = query if scoped else f"{query} ({', '.join(m.name for m in names)})"
         reasoning = "added " + "; ".join(
             f"{m.name!r} ({m.source}, message {m.seq})" for m in names
-        )
+        ) + why_scoped
         return QueryPlan(
             reasoning=reasoning,
             queries=(
@@ -220,6 +228,22 @@ class SessionRewritePlanner:
             ),
             planner=self.name,
         )
+
+    def _scope(
+        self, query: str, names: list[Mention], context_type: ContextType | None, target_uris: tuple[str, ...]
+    ) -> tuple[tuple[str, ...], str]:
+        """Folders named after the entity (the query's own, else the session's), when the caller
+        gave no targets and a resolver is configured; empty when nothing resolves."""
+        if self.resolver is None or self.roots is None or target_uris:
+            return (), ""
+        own = [m.name for m in mentions(query, 0, self.vocabulary)]
+        candidates = own + [m.name for m in names if m.name not in own]  # the query's own names first
+        roots = self.roots(context_type)
+        for name in candidates:
+            folders = self.resolver(name, roots)
+            if folders:
+                return tuple(folders), f"; scoped to {', '.join(folders)} (named {name!r})"
+        return (), ""
 
     def resolve(self, query: str, messages: Sequence[Message]) -> list[Mention]:
         """The names to add: none when the query already names an entity (and uses no pronoun);
