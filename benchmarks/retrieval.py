@@ -35,6 +35,7 @@ ALPHAS = (0.3, 0.5, 0.7, 1.0)
 # Results hold folders (L0/L1) and leaves; the qrels judge leaves, so each query asks for 30
 # results and is judged on its first 10 leaves.
 LIMIT = 30
+RERANK_QUERIES = 300  # the local reranker embeds 2·limit candidates per query: ~0.5-1 s each here
 VARIANTS = ("children", "children-ancestors", "subtree-ancestors")
 DSTC_ROOT = "cairn://resources/dstc11"
 SCIFACT_ROOT = "cairn://resources/scifact"
@@ -159,8 +160,10 @@ def bench_dstc11(data: Path, limit_queries: int | None) -> dict[str, Any]:
         svc.reranker = build_reranker("local", embedder=embedder.inner)
         svc.thinking = _config_of(best)
         out["thinking_rerank"] = measure(
-            svc, queries, ds.qrels, DSTC_ROOT, with_session(mode="thinking", rerank=True, limit=LIMIT, context_type="resource", score_threshold=-1.0)
+            svc, queries[:RERANK_QUERIES], ds.qrels, DSTC_ROOT,
+            with_session(mode="thinking", rerank=True, limit=LIMIT, context_type="resource", score_threshold=-1.0),
         )
+        out["thinking_rerank"]["queries"] = len(queries[:RERANK_QUERIES])
         print(f"  dstc11 thinking_rerank ({best}): {out['thinking_rerank']}", flush=True)
         embedder.save()
     return out
@@ -185,11 +188,16 @@ def bench_scifact(data: Path, limit_queries: int | None, best: str) -> dict[str,
             return lambda svc, q: svc.find(q["text"], include_provenance=True, **opts)
 
         base = dict(limit=LIMIT, context_type="resource", score_threshold=-1.0)
-        modes = {"quick": (None, plain(mode="quick", **base)), best: (_config_of(best), plain(mode="thinking", **base))}
+        modes = {
+            "quick": (None, plain(mode="quick", **base)),
+            "quick_hybrid": (None, plain(mode="quick", hybrid=True, **base)),
+            best: (_config_of(best), plain(mode="thinking", **base)),
+        }
         out: dict[str, Any] = {"queries": len(queries), **_sweep("scifact", svc, queries, ds.qrels, SCIFACT_ROOT, modes)}
         svc.reranker = build_reranker("local", embedder=embedder.inner)
-        out["thinking_rerank"] = measure(svc, queries, ds.qrels, SCIFACT_ROOT, plain(mode="thinking", rerank=True, **base))
-        print(f"  scifact thinking_rerank: {out['thinking_rerank']}", flush=True)
+        for key, opts in (("thinking_rerank", {"mode": "thinking"}), ("quick_hybrid_rerank", {"mode": "quick", "hybrid": True})):
+            out[key] = measure(svc, queries, ds.qrels, SCIFACT_ROOT, plain(rerank=True, **opts, **base))
+            print(f"  scifact {key}: {out[key]}", flush=True)
     return out
 
 

@@ -116,7 +116,7 @@ class Settings(_Settings):
     embed_batch_size: int = Field(default=32, ge=1, le=1024)
     score_threshold: float = 0.1
     default_limit: int = Field(default=5, ge=1, le=200)
-    alpha: float = Field(default=0.5, ge=0.0, le=1.0)
+    alpha: float = Field(default=0.3, ge=0.0, le=1.0)  # thinking mode's propagation weight
     hotness_weight: float = Field(default=0.0, ge=0.0, le=1.0)
 
 

@@ -158,7 +158,7 @@ def test_no_roots_searches_nothing(store):
 
 
 def test_subtree_scope_reaches_deep_leaves_in_one_expansion(store):
-    found, trace = search(store, threshold=0.0, scope="subtree", dirs_per_round=1, max_rounds=2)
+    found, trace = search(store, alpha=0.5, threshold=0.0, scope="subtree", dirs_per_round=1, max_rounds=2)
     got = scores(found)
     # round 1 expands a (0.9): deep.md, two levels down, is reached by that one call
     assert trace.searched_directories[0] == "cairn://resources/a"
