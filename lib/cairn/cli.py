@@ -162,6 +162,8 @@ def _find_options(args: argparse.Namespace) -> dict[str, Any]:
             options["filter"] = json.loads(args.filter)
         except json.JSONDecodeError as exc:
             raise RequestError(f"--filter is not valid JSON: {exc.msg} at character {exc.pos}") from None
+    if args.hybrid:
+        options["hybrid"] = True
     if getattr(args, "rerank", None) is not None:
         options["rerank"] = args.rerank
     return options
@@ -280,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
         f.add_argument("--target", action="append", help="search only under this URI (repeatable)")
         f.add_argument("--filter", help='Mongo-style filter as JSON, e.g. \'{"level": 2}\'')
         f.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None, help="rerank the candidates")
+        f.add_argument("--hybrid", action="store_true", help="quick mode: fuse dense and BM25 rankings")
         f.add_argument("--json", action="store_true", help="print the result as JSON")
         f.add_argument("--explain", action="store_true", help="show provenance: how each match was found")
         f.set_defaults(func=cmd_find if name == "find" else cmd_search)

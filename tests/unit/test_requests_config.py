@@ -38,3 +38,29 @@ def test_bad_settings_name_the_variable():
         load_settings({"CAIRN_EMBED_BATCH_SIZE": "lots"})
     with pytest.raises(ConfigError, match="store"):
         load_settings({"CAIRN_STORE": "redis"})
+
+
+def test_service_settings_come_from_the_environment():
+    s = load_settings(
+        {
+            "CAIRN_SESSIONS": "dynamodb", "CAIRN_SESSIONS_TABLE": "sessions",
+            "CAIRN_RERANKER": "cohere", "CAIRN_RERANK_BASE_URL": "http://rerank.local",
+            "CAIRN_LLM_PROVIDER": "openai", "CAIRN_LLM_MODEL": "gpt-4o-mini",
+            "CAIRN_CONTENT_BUCKET": "bodies", "CAIRN_ALPHA": "0.4",
+        }
+    )
+    assert (s.sessions.backend, s.sessions.table) == ("dynamodb", "sessions")
+    assert (s.rerank.kind, s.rerank.base_url) == ("cohere", "http://rerank.local")
+    assert (s.llm.provider, s.llm.model, s.llm.timeout_s) == ("openai", "gpt-4o-mini", 5.0)
+    assert (s.content.backend, s.content.bucket) == ("s3", "bodies") and s.alpha == 0.4
+    defaults = load_settings({})
+    assert defaults.llm is None and defaults.rerank.kind == "local" and defaults.sessions.backend == "sqlite"
+
+
+def test_bad_service_settings_name_what_is_allowed():
+    with pytest.raises(ConfigError, match="rerank.kind"):
+        load_settings({"CAIRN_RERANKER": "magic"})
+    with pytest.raises(ConfigError, match="sessions.dynamodb.table"):
+        load_settings({"CAIRN_SESSIONS": "dynamodb"})
+    with pytest.raises(ConfigError, match="alpha"):
+        load_settings({"CAIRN_ALPHA": "2"})
