@@ -33,10 +33,11 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from .http_base import EmulatorHandler
 from .opensearch_index import ApiError, Index, valid_index_name
 from .opensearch_query import search
 
@@ -201,28 +202,8 @@ def _error_body(err: ApiError) -> dict[str, Any]:
     return {"error": {"root_cause": [cause], "type": err.type, "reason": err.reason, **err.extra}, "status": err.status}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(EmulatorHandler):
     owner: OpenSearchEmulator
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms delayed-ACK stalls
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_HEAD(self) -> None:
-        self._handle("HEAD")
-
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
 
     def _read_body(self) -> bytes:
         n = int(self.headers.get("Content-Length") or 0)

@@ -27,9 +27,11 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
+
+from .http_base import EmulatorHandler
 
 if TYPE_CHECKING:
     from cairn.vectorstores.pinecone import PineconeVectorStore
@@ -433,22 +435,8 @@ class PineconeEmulator:
 # --------------------------------------------------------------------------- HTTP
 
 
-def _make_handler(emulator: PineconeEmulator) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            return
-
-        def do_GET(self) -> None:
-            self._handle("GET")
-
-        def do_POST(self) -> None:
-            self._handle("POST")
-
-        def do_DELETE(self) -> None:
-            self._handle("DELETE")
-
+def _make_handler(emulator: PineconeEmulator) -> type[EmulatorHandler]:
+    class Handler(EmulatorHandler):
         def _handle(self, method: str) -> None:
             url = urlsplit(self.path)
             query = parse_qs(url.query)
