@@ -36,6 +36,7 @@ ALPHAS = (0.3, 0.5, 0.7, 1.0)
 # results and is judged on its first 10 leaves.
 LIMIT = 30
 RERANK_QUERIES = 300  # the local reranker embeds 2·limit candidates per query: ~0.5-1 s each here
+RERANK_LIMIT = 10  # rerank runs ask for 10 results (20 candidates reranked) to stay affordable
 VARIANTS = ("children", "children-ancestors", "subtree-ancestors")
 DSTC_ROOT = "cairn://resources/dstc11"
 SCIFACT_ROOT = "cairn://resources/scifact"
@@ -161,7 +162,7 @@ def bench_dstc11(data: Path, limit_queries: int | None) -> dict[str, Any]:
         svc.thinking = _config_of(best)
         out["thinking_rerank"] = measure(
             svc, queries[:RERANK_QUERIES], ds.qrels, DSTC_ROOT,
-            with_session(mode="thinking", rerank=True, limit=LIMIT, context_type="resource", score_threshold=-1.0),
+            with_session(mode="thinking", rerank=True, limit=RERANK_LIMIT, context_type="resource", score_threshold=-1.0),
         )
         out["thinking_rerank"]["queries"] = len(queries[:RERANK_QUERIES])
         print(f"  dstc11 thinking_rerank ({best}): {out['thinking_rerank']}", flush=True)
@@ -195,8 +196,9 @@ def bench_scifact(data: Path, limit_queries: int | None, best: str) -> dict[str,
         }
         out: dict[str, Any] = {"queries": len(queries), **_sweep("scifact", svc, queries, ds.qrels, SCIFACT_ROOT, modes)}
         svc.reranker = build_reranker("local", embedder=embedder.inner)
-        for key, opts in (("thinking_rerank", {"mode": "thinking"}), ("quick_hybrid_rerank", {"mode": "quick", "hybrid": True})):
-            out[key] = measure(svc, queries, ds.qrels, SCIFACT_ROOT, plain(rerank=True, **opts, **base))
+        rr = {**base, "limit": RERANK_LIMIT}
+        for key, opts in (("quick_hybrid_rerank", {"mode": "quick", "hybrid": True}), ("thinking_rerank", {"mode": "thinking"})):
+            out[key] = measure(svc, queries[:RERANK_QUERIES], ds.qrels, SCIFACT_ROOT, plain(rerank=True, **opts, **rr))
             print(f"  scifact {key}: {out[key]}", flush=True)
     return out
 
