@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from .assemble import DEFAULT_THRESHOLD, above_threshold, blend_hotness, dedupe_by_uri, to_match
 from .embeddings import Embedder
-from .models import Candidate, FindResult, QueryPlan, QueryResult, ThinkingTrace, TypedQuery
+from .models import Candidate, FindResult, MatchedContext, QueryPlan, QueryResult, ThinkingTrace, TypedQuery
 from .planning.base import Planner, raw_query
 from .requests import FindRequest
 from .rerank.base import Reranker
@@ -98,7 +98,7 @@ def rerank(
     cut to ``limit`` per typed query, and bucket by context type."""
     threshold = DEFAULT_THRESHOLD if request.score_threshold is None else request.score_threshold
     result = FindResult(query_plan=plan_)
-    seen: dict[str, float] = {}
+    best: dict[str, MatchedContext] = {}  # a URI found by several typed queries is listed once
     for out in outputs:
         rescored = _rescore(out, reranker, hotness_weight)
         kept = dedupe_by_uri(above_threshold(rescored, threshold))[: request.limit]
@@ -108,12 +108,8 @@ def rerank(
             QueryResult(query=out.query, matches=matches, tiers={m.uri: c.reason for m, c in zip(matches, kept)}, trace=out.trace)
         )
         for m in matches:
-            if m.uri in seen and seen[m.uri] >= m.score:
-                continue
-            bucket = getattr(result, m.context_type.bucket)
-            bucket[:] = [x for x in bucket if x.uri != m.uri]
-            bucket.append(m)
-            seen[m.uri] = m.score
-    for name in ("memories", "resources", "skills"):
-        getattr(result, name).sort(key=lambda m: -m.score)
+            if m.uri not in best or m.score > best[m.uri].score:
+                best[m.uri] = m
+    for m in sorted(best.values(), key=lambda m: -m.score):
+        getattr(result, m.context_type.bucket).append(m)
     return result
