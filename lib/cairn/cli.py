@@ -21,6 +21,11 @@ from typing import Any
 
 from .errors import CairnError, RequestError
 
+DEMO_DIALOGUE = (
+    ("user", "We want to run cairn on AWS."),
+    ("assistant", "Good: for the vector store you can use Amazon OpenSearch Service."),
+)
+DEMO_FOLLOW_UP = "Which auth options does it take?"
 DEMO_QUESTIONS = (
     "How do I install cairn and try it?",
     "Which filter operators can I use?",
@@ -229,6 +234,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"== find: {q}")
         print_table(svc.find(q, limit=args.limit, include_provenance=True), show_provenance=True)
         print()
+    if not args.question:  # search(): the session says what "it" is
+        session = svc.sessions.create(svc.tenant)
+        for role, text in DEMO_DIALOGUE:
+            svc.sessions.append(svc.tenant, session.id, role, text)
+            print(f"   {role}: {text}")
+        print(f"== search (session {session.id[:8]}): {DEMO_FOLLOW_UP}")
+        result = svc.search(DEMO_FOLLOW_UP, session_id=session.id, limit=args.limit, include_provenance=True)
+        print_table(result, show_provenance=True)
     return 0
 
 

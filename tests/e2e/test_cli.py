@@ -63,3 +63,7 @@ def test_demo_answers_questions_about_cairn(tmp_path):
     assert "== find: How do I install cairn and try it?" in out.stdout
     assert "cairn://resources/cairn-docs/getting-started.md" in out.stdout
     assert "provenance: mode=quick" in out.stdout
+    # and a search() whose session says what "it" is
+    assert "== search (session " in out.stdout
+    assert "plan [session-rewrite]: 'Which auth options does it take? (Amazon OpenSearch Service)'" in out.stdout
+    assert "provenance: mode=thinking" in out.stdout
