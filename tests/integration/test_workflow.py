@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.fakes import UnavailableStore
 from cairn.config import load_settings
-from cairn.errors import VectorStoreUnavailable
 from cairn.ingest import Document, Ingestor
 from cairn.models import FindResult, QueryPlan
 from cairn.requests import FindRequest
@@ -219,21 +220,10 @@ def test_a_zero_query_plan_succeeds_with_an_empty_result(state_machine, handlers
 
 
 def test_retryable_errors_are_retried_then_fail_with_the_task_error(state_machine, handlers, handlers_in_process):
-    class Throttled:
-        def __init__(self, real: Any) -> None:
-            self.real = real
-
-        def __getattr__(self, name: str) -> Any:
-            if name.startswith("query"):
-                def fail(*a: Any, **kw: Any) -> Any:
-                    raise VectorStoreUnavailable("local: throttled; retry")
-                return fail
-            return getattr(self.real, name)
-
     sfn, arn = state_machine
     mod = handlers["modules"]["retrieve"]
     saved = mod.runtime
-    mod.runtime = Runtime(settings=handlers["settings"], store=Throttled(handlers["store"]), embedder=handlers["embedder"])
+    mod.runtime = Runtime(settings=handlers["settings"], store=UnavailableStore(handlers["store"]), embedder=handlers["embedder"])
     handlers_in_process.clear()
     try:
         desc = run(sfn, arn, WorkflowInput(tenant="acme", request=FindRequest(query="refund")), timeout_s=60)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import operator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -208,16 +206,7 @@ def test_opensearch_declares_operators() -> None:
 # --- agreement with the local semantics, through an evaluator of the OpenSearch queries used -------
 
 
-def _load_local_cases() -> Any:
-    path = Path(__file__).with_name("test_filters_local.py")
-    spec = importlib.util.spec_from_file_location("_cairn_filter_local_cases", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-LOCAL = _load_local_cases()
+from tests.unit import test_filters_local as LOCAL  # noqa: E402 - the shared local cases
 _RANGE = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
 
 

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.fakes import UnavailableStore
 from cairn.config import load_settings
-from cairn.errors import SessionNotFound, VectorStoreUnavailable
+from cairn.errors import SessionNotFound
 from cairn.ingest import Document, Ingestor, LocalContentStore
 from cairn.models import FindResult, QueryPlan
 from cairn.sessions import open_session_store
@@ -99,18 +101,6 @@ class FakeS3:
         return {"Body": io.BytesIO(data), "ContentLength": len(data)}
 
 
-class UnavailableStore:
-    """A store whose every query fails as a throttled backend would."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("query"):
-            def fail(*a: Any, **kw: Any) -> Any:
-                raise VectorStoreUnavailable("local: throttled; retry")
-            return fail
-        return getattr(self.real, name)
 
 
 class BrokenEmbedder:
