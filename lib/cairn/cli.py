@@ -102,8 +102,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
-    from .ingest import read
-
     svc = _service(args)
     result = svc.read(args.uri, args.level)
     if args.json:
