@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from http.server import BaseHTTPRequestHandler
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
@@ -32,3 +33,19 @@ class EmulatorHandler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         self._handle("DELETE")
+
+
+def serve(handler: type[EmulatorHandler], name: str) -> ThreadingHTTPServer:
+    """Start ``handler`` on a free port of 127.0.0.1 in a daemon thread; returns the server."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    server.block_on_close = False
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True).start()
+    return server
+
+
+def shut(server: ThreadingHTTPServer | None) -> None:
+    """Stop a server started by :func:`serve` (None: nothing to do)."""
+    if server is not None:
+        server.shutdown()
+        server.server_close()

@@ -37,7 +37,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .http_base import EmulatorHandler
+from .http_base import EmulatorHandler, serve, shut
 from .opensearch_index import ApiError, Index, valid_index_name
 from .opensearch_query import search
 
@@ -93,7 +93,6 @@ class OpenSearchEmulator:
         self._faults: list[_Fault] = []
         self._delays: list[tuple[float, int, str | None]] = []
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.url = ""
 
     # ------------------------------------------------------------------ lifecycle
@@ -103,19 +102,14 @@ class OpenSearchEmulator:
         class Handler(_Handler):
             owner = emulator
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = serve(Handler, "opensearch-emulator")
         host, port = self._server.server_address[:2]
         self.url = f"http://{host}:{port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="opensearch-emulator", daemon=True)
-        self._thread.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        shut(self._server)
+        self._server = None
 
     def __enter__(self) -> Self:
         return self

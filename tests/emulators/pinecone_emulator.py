@@ -31,7 +31,7 @@ from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from .http_base import EmulatorHandler
+from .http_base import EmulatorHandler, serve, shut
 
 if TYPE_CHECKING:
     from cairn.vectorstores.pinecone import PineconeVectorStore
@@ -226,7 +226,6 @@ class PineconeEmulator:
         self._delays: list[float] = []
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ lifecycle and test hooks
 
@@ -236,20 +235,12 @@ class PineconeEmulator:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def start(self) -> PineconeEmulator:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="pinecone-emulator", daemon=True
-        )
-        self._thread.start()
+        self._server = serve(_make_handler(self), "pinecone-emulator")
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        shut(self._server)
+        self._server = None
 
     def fail_next(self, status: int = 429, times: int = 1, message: str | None = None,
                   retry_after: float | None = None) -> None:
