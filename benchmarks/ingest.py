@@ -16,7 +16,6 @@ from pathlib import Path
 
 from cairn.embeddings.local import LocalEmbedder
 from cairn.ingest import (
-    DSTC11_TITLE_RULES,
     Document,
     Ingestor,
     LocalContentStore,
@@ -26,6 +25,7 @@ from cairn.ingest import (
 from cairn.vectorstores.local import LocalVectorStore
 
 from .beir import load
+from .presets import DSTC11_TITLE_RULES
 
 SUITE = "ingest"
 

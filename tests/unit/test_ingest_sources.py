@@ -4,9 +4,8 @@ import json
 
 import pytest
 from cairn.errors import RequestError
+from benchmarks.presets import DSTC11_LEAF_TITLE_RULES, DSTC11_TITLE_RULES
 from cairn.ingest import (
-    DSTC11_LEAF_TITLE_RULES,
-    DSTC11_TITLE_RULES,
     DirTitleRule,
     Document,
     IngestPayload,

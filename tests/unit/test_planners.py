@@ -11,7 +11,7 @@ from cairn.llm.base import LLMClient
 from cairn.models import ContextType
 from cairn.planning.intent import IntentAnalyzer
 from cairn.planning.prompts import PromptLibrary, parse_prompt
-from cairn.planning.session_planner import SessionRewritePlanner, capitalised_phrases
+from cairn.planning.session_planner import STOP_WORDS, SessionRewritePlanner, capitalised_phrases
 from cairn.sessions.base import Message, Session, SessionView
 
 pytestmark = pytest.mark.unit
@@ -152,7 +152,9 @@ def test_capitalised_phrases():
     assert capitalised_phrases("There are two. The Gonville Hotel and The Lensfield.") == ["Gonville Hotel", "Lensfield"]
     assert capitalised_phrases("Okay, I recommend the Avalon on Monday.") == ["Avalon"]
     assert capitalised_phrases("Yes, that works. Thank you!") == []
-    assert capitalised_phrases("Reference number is : BVU67RNQ. It is a great Indian restaurant.") == []
+    assert capitalised_phrases("Reference number is : BVU67RNQ. It is a great Indian restaurant.") == ["Indian"]
+    # a tenant's own stop words (its domain's common words) are never names
+    assert capitalised_phrases("Reference number is : BVU67RNQ. It is a great Indian restaurant.", STOP_WORDS | {"indian"}) == []
     assert capitalised_phrases("It is at Grafton Hotel 619 Newmarket Road.") == ["Grafton Hotel", "Newmarket Road"]
 
 

@@ -1,12 +1,12 @@
 """Ingestion: sources → an L0/L1/L2 tree of context records → embedded and upserted.
 
-Build the DSTC11 tree from Python::
+Build a tree from Python::
 
     from cairn.ingest import DirTitleRule, Ingestor, LocalContentStore, read_beir, split_items
-    docs, rejected = split_items(read_beir(Path("../shared/data/dstc11_track5")))
+    docs, rejected = split_items(read_beir(Path("corpus_dir")))
     ingestor = Ingestor(store, embedder, "default", content=LocalContentStore(".cairn/content"),
-                        title_rules=DSTC11_TITLE_RULES)  # leaf_title_rules=DSTC11_LEAF_TITLE_RULES: optional
-    report = ingestor.ingest(docs, "cairn://resources/dstc11")
+                        title_rules=(DirTitleRule(2, "{entity_name}"),))  # folder titles from metadata
+    report = ingestor.ingest(docs, "cairn://resources/corpus")
 """
 
 from .content import ContentNotFound, ContentStore, LocalContentStore, S3ContentStore
@@ -24,25 +24,7 @@ from .sources import (
 from .summarizer import DirectorySummarizer, ExtractiveSummarizer, LLMSummarizer
 from .titles import DirTitleRule
 
-# Directory titles for the DSTC11 track-5 corpus (domain / entity / faq|review / review id / sentence).
-DSTC11_TITLE_RULES = (
-    DirTitleRule(2, "{entity_name} ({domain})"),
-    DirTitleRule("*/*/faq", "FAQ of {entity_name}"),
-    DirTitleRule("*/*/review", "Reviews of {entity_name}"),
-    DirTitleRule("*/*/review/*", "Review of {entity_name} by {review_metadata.traveler_type}"),
-    DirTitleRule("*/*/review/*", "Review of {entity_name}"),
-)
-
-# Optional leaf titles that name the entity ("ACORN GUEST HOUSE — Is there parking?"), so that a
-# leaf found by a flat search says whose it is.
-DSTC11_LEAF_TITLE_RULES = (
-    DirTitleRule("*/*/faq/*", "{entity_name} — {title}"),
-    DirTitleRule("*/*/review/*/*", "{entity_name} — review: {title}"),
-)
-
 __all__ = [
-    "DSTC11_LEAF_TITLE_RULES",
-    "DSTC11_TITLE_RULES",
     "ContentNotFound",
     "ContentStore",
     "DirTitleRule",

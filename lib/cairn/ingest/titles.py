@@ -1,6 +1,6 @@
 """Directory titles taken from the documents' metadata.
 
-Corpora like DSTC11 name their folders with ids (``hotel/17/review/3``) and keep the names in the
+Some corpora name their folders with ids (``shop/17/review/3``) and keep the names in the
 documents' metadata (``entity_name``, ``doc_type``). A directory's title and abstract are what the
 global search matches before it descends, so a :class:`DirTitleRule` lets a directory take its
 title from a template over the metadata that *every* document below it shares::

@@ -1,7 +1,7 @@
 """Resolving a named entity to the folder named after it.
 
 A conversation names what it is about ("Hobsons House"); a tree often has a folder with that
-name (a customer, a product, a hotel). Searching inside that folder is what tells one hotel's
+name (a customer, a product, a shop). Searching inside that folder is what tells one shop's
 "is there parking?" from another's. :class:`FolderResolver` finds the outermost folder whose
 title contains every word of the name, with one keyword search over folder abstracts (L0),
 or a dense one where the backend has no keyword search. It is precise on purpose: a name

@@ -35,11 +35,12 @@ _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’&-]*|[,.;:!?()]")
 _CONNECTORS = {"and", "of", "the", "de", "la", "le", "du", "da", "&"}
 _PRONOUNS = re.compile(
     r"\b(it|its|it's|they|them|their|theirs|there|this|that|these|those|he|she|him|her|his|hers|"
-    r"the (hotel|restaurant|place|guesthouse|guest house|one|same|former|latter|venue|property|shop|company|"
-    r"product|project|service|document|file|team|customer|user))\b",
+    r"the (one|same|former|latter|place|first one|second one|last one|other one))\b",
     re.IGNORECASE,
 )
-_COMMON = frozenset(
+# Generic English words that never make a name on their own (function words, conversational
+# fillers, numbers, days, months). A tenant adds its own domain words with ``stop_words=``.
+STOP_WORDS = frozenset(
     str.split(
         """
         i i'm i'd i'll i've im ok okay yes yeah no not sure great good fine perfect thanks thank you
@@ -47,14 +48,10 @@ _COMMON = frozenset(
         it its they we he she what which who whom whose when where why how is are was were be do
         does did can could would should will shall may might must have has had let lets let's my
         your our their his her any some all none one two three four five six seven eight nine ten
-        first second last next  unfortunately however alright absolutely certainly of in on at to
-        for from by with about as if then than just booking booked reference number monday tuesday
-        wednesday thursday friday saturday sunday today tomorrow tonight gbp am pm north south east
-        west centre center cheap moderate expensive free wifi parking star stars hotel hotels
-        restaurant restaurants guesthouse guesthouses guest house place internet wi-fi email phone
-        january february march april june july august september october november december english
-        british american indian chinese italian french spanish thai japanese korean mexican turkish
-        european asian african mediterranean
+        first second last next unfortunately however alright absolutely certainly of in on at to
+        for from by with about as if then than just number monday tuesday wednesday thursday
+        friday saturday sunday today tomorrow tonight am pm january february march april may june
+        july august september october november december email phone
         """
     )
 )
@@ -79,7 +76,7 @@ def _clean(name: str) -> str:
     return " ".join(words).strip(" '’.,")
 
 
-def capitalised_phrases(text: str) -> list[str]:
+def capitalised_phrases(text: str, stop: frozenset[str] = STOP_WORDS) -> list[str]:
     """Runs of capitalised words (connectors allowed inside), minus the sentence-initial word
     when it stands alone, minus common words. In order of appearance."""
     out: list[str] = []
@@ -92,13 +89,13 @@ def capitalised_phrases(text: str) -> list[str]:
         while run and run[-1].lower() in _CONNECTORS:
             run.pop()
         words = [w for w in run]
-        if words and run_starts_sentence and words[0].lower() in _COMMON:
+        if words and run_starts_sentence and words[0].lower() in stop:
             words = words[1:]
         name = _clean(" ".join(words))
         significant = [
             w
             for w in name.split()
-            if w.lower() not in _COMMON and w.lower() not in _CONNECTORS
+            if w.lower() not in stop and w.lower() not in _CONNECTORS
         ]
         if name and significant and not (run_starts_sentence and len(run) == 1):
             out.append(name)
@@ -107,14 +104,14 @@ def capitalised_phrases(text: str) -> list[str]:
     tokens = _TOKEN.findall(text)
     for n, tok in enumerate(tokens):
         if tok.lower() == "and" and n + 1 < len(tokens) and tokens[n + 1] == "The":
-            flush()  # "the Gonville Hotel and The Lensfield": two names
+            flush()  # "the Old Mill and The Granary": two names
             continue
         if tok in ",.;:!?()":
             flush()
             sentence_start = tok in ".!?"
             continue
         if tok[0].isdigit() or _CODE.match(tok):
-            flush()  # numbers and codes end a name ("Grafton Hotel 619 Newmarket Road")
+            flush()  # numbers and codes end a name ("Granary Lofts 619 Mill Road")
             sentence_start = False
             continue
         is_cap = tok[0].isupper()
@@ -130,7 +127,10 @@ def capitalised_phrases(text: str) -> list[str]:
 
 
 def mentions(
-    text: str, seq: int, vocabulary: Sequence[tuple[str, re.Pattern[str]]] = ()
+    text: str,
+    seq: int,
+    vocabulary: Sequence[tuple[str, re.Pattern[str]]] = (),
+    stop: frozenset[str] = STOP_WORDS,
 ) -> list[Mention]:
     """Entity names in ``text``, the last one mentioned first."""
     found: list[tuple[int, Mention]] = []
@@ -142,7 +142,7 @@ def mentions(
         for m in pattern.finditer(text):
             found.append((m.start(), Mention(name, seq, "vocabulary")))
     pos = 0
-    for name in capitalised_phrases(text):
+    for name in capitalised_phrases(text, stop):
         at = text.find(name, pos)
         pos = max(pos, at)
         found.append((at, Mention(name, seq, "capitalised")))
@@ -150,12 +150,12 @@ def mentions(
     return [m for _, m in found]
 
 
-def _contains(query: str, name: str) -> bool:
+def _contains(query: str, name: str, stop: frozenset[str] = STOP_WORDS) -> bool:
     q = query.lower()
     words = [
         w
         for w in re.findall(r"[a-z0-9']+", name.lower())
-        if w not in _COMMON and w not in _CONNECTORS
+        if w not in stop and w not in _CONNECTORS
     ]
     return bool(words) and all(re.search(rf"\b{re.escape(w)}\b", q) for w in words)
 
@@ -173,7 +173,11 @@ class SessionRewritePlanner:
         max_names: int = 2,
         resolver: Callable[[str, list[str]], list[str]] | None = None,
         roots: Callable[[ContextType | None], list[str]] | None = None,
+        stop_words: Iterable[str] = (),
     ) -> None:
+        """``stop_words`` extends the generic :data:`STOP_WORDS` with a tenant's own words that
+        never name an entity (e.g. its domain's common nouns)."""
+        self.stop = STOP_WORDS | {w.lower() for w in stop_words}
         names = sorted(
             {v.strip() for v in vocabulary if v and len(v.strip()) >= 3},
             key=len,
@@ -236,7 +240,7 @@ class SessionRewritePlanner:
         gave no targets and a resolver is configured; empty when nothing resolves."""
         if self.resolver is None or self.roots is None or target_uris:
             return (), ""
-        own = [m.name for m in mentions(query, 0, self.vocabulary)]
+        own = [m.name for m in mentions(query, 0, self.vocabulary, self.stop)]
         candidates = own + [m.name for m in names if m.name not in own]  # the query's own names first
         roots = self.roots(context_type)
         for name in candidates:
@@ -248,14 +252,14 @@ class SessionRewritePlanner:
     def resolve(self, query: str, messages: Sequence[Message]) -> list[Mention]:
         """The names to add: none when the query already names an entity (and uses no pronoun);
         else the names of the most recent message that has any, skipping ones in the query."""
-        own = mentions(query, 0, self.vocabulary)
+        own = mentions(query, 0, self.vocabulary, self.stop)
         if own and not _PRONOUNS.search(query):
             return []
         for msg in reversed(messages):
             found: list[Mention] = []
-            for m in mentions(msg.content, msg.seq, self.vocabulary):
-                if _contains(query, m.name) or any(
-                    _contains(f.name, m.name) for f in found
+            for m in mentions(msg.content, msg.seq, self.vocabulary, self.stop):
+                if _contains(query, m.name, self.stop) or any(
+                    _contains(f.name, m.name, self.stop) for f in found
                 ):
                     continue
                 found.append(m)

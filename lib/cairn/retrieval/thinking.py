@@ -25,7 +25,7 @@ from ..vectorstores import VectorHit, VectorQuery, VectorStore
 from .scope import scope_filter
 from .scoring import Convergence, add_to_pool, passes, propagate, ranked, top_uris
 
-# Chosen by measurement: the best of {0.3, 0.5, 0.7, 1.0} on dstc11 (benchmarks/README.md).
+# Chosen by measurement: the best of {0.3, 0.5, 0.7, 1.0} on the hierarchical benchmark (benchmarks/README.md).
 DEFAULT_ALPHA = 0.3
 
 
@@ -35,7 +35,7 @@ class ThinkingConfig:
     threshold: float = 0.1
     dirs_per_round: int = 4
     global_limit: int = 0  # 0: max(3·limit, 30)
-    max_rounds: int = 3  # rounds past 2 added nothing on dstc11; 3 keeps vector calls <= 4
+    max_rounds: int = 3  # rounds past 2 added nothing on the hierarchical benchmark; 3 keeps vector calls <= 4
     max_vector_calls: int = 8
     deadline_ms: float = 2000.0
     patience: int = 3
