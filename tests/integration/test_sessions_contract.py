@@ -368,3 +368,41 @@ def test_dynamodb_errors_are_mapped(moto_endpoint):
     store = DynamoDBSessionStore("no-such-table", client=client)
     with pytest.raises(SessionError, match="table does not exist"):
         store.create("acme")
+
+
+def test_speaker_and_time_set_by_the_caller_are_kept(store):
+    s = store.create("acme", user="ann")
+    said = 1_683_554_160.0  # a transcript appended after the fact keeps when each line was said
+    m = store.append("acme", s.id, "user", "I went to a support group yesterday.", name="Caroline", created_at=said)
+    store.append("acme", s.id, "assistant", "How was it?")
+    assert (m.name, m.created_at) == ("Caroline", said)
+    first, second = store.list_messages("acme", s.id)
+    assert (first.name, first.created_at) == ("Caroline", said)
+    assert second.name is None and second.created_at > said
+    with pytest.raises(RequestError):
+        store.append("acme", s.id, "user", "x", created_at="yesterday")
+    assert store.get("acme", s.id).session.user == "ann"
+
+
+def test_commit_mark_moves_forward_only(store):
+    s = store.create("acme", user="ann")
+    for n in range(4):
+        store.append("acme", s.id, "user", f"m{n}.")
+    assert store.get("acme", s.id).uncommitted_count == 4
+    assert store.mark_committed("acme", s.id, 3) == 3
+    assert store.mark_committed("acme", s.id, 2) == 3  # a late commit never moves it back
+    view = store.get("acme", s.id)
+    assert (view.session.committed_through, view.uncommitted_count) == (3, 1)
+    with pytest.raises(RequestError):
+        store.mark_committed("acme", s.id, 9)  # past the last message
+
+
+def test_compression_holds_uncommitted_messages_when_asked(store):
+    store.hold_uncommitted = True
+    s = store.create("acme", user="ann")
+    for n in range(6):
+        store.append("acme", s.id, "user", f"m{n}.")
+    store.mark_committed("acme", s.id, 2)
+    done = store.compress("acme", s.id, keep_last=1)
+    assert (done.folded, done.summarized_through) == (2, 2)  # seqs 3-5 wait for the next commit
+    assert [m.seq for m in store.list_messages("acme", s.id)] == [3, 4, 5, 6]

@@ -59,7 +59,8 @@ class Message(BaseModel):
     seq: int
     role: Role
     content: str
-    created_at: float
+    created_at: float  # when it was said: the caller's time when given (a dated transcript), else the append's
+    name: str | None = None  # who said it, when the caller names the speaker (``role`` says which side)
 
 
 class Session(BaseModel):
@@ -74,6 +75,7 @@ class Session(BaseModel):
     summary: str = ""
     summarized_through: int = 0  # the seq of the last message folded into the summary
     last_seq: int = 0  # the seq of the last message appended (the total ever appended)
+    committed_through: int = 0  # the seq of the last message turned into memories (see ``mark_committed``)
 
 
 class SessionView(BaseModel):
@@ -87,6 +89,7 @@ class SessionView(BaseModel):
     prefetched: dict[str, Any] | None = None
     message_count: int = 0  # appended over the session's life
     unsummarized_count: int = 0  # messages held after the summary
+    uncommitted_count: int = 0  # messages not yet turned into memories
 
 
 class Compression(BaseModel):
@@ -135,6 +138,22 @@ def check_content(content: Any) -> str:
     return content
 
 
+def check_name(name: Any) -> str | None:
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name.strip() or len(name) > 128:
+        raise RequestError(f"speaker name {name!r} is not valid; use 1-128 characters, or leave it out")
+    return name.strip()
+
+
+def check_time(created_at: Any) -> float | None:
+    if created_at is None:
+        return None
+    if isinstance(created_at, bool) or not isinstance(created_at, int | float) or not 0 <= created_at < 1e11:
+        raise RequestError(f"created_at {created_at!r} is not valid; use epoch seconds (a number >= 0)")
+    return float(created_at)
+
+
 def check_ttl(ttl_s: Any) -> int:
     if not isinstance(ttl_s, int) or isinstance(ttl_s, bool) or not 60 <= ttl_s <= MAX_TTL_S:
         raise RequestError(f"ttl_s {ttl_s!r} is not valid; use whole seconds from 60 to {MAX_TTL_S}")
@@ -156,6 +175,7 @@ class SessionStore(ABC):
         max_messages: int = 50,
         keep_last: int = 10,
         summarizer: Summarizer | None = None,
+        hold_uncommitted: bool = False,
     ) -> None:
         self.default_ttl_s = check_ttl(default_ttl_s)
         if keep_last < 0 or max_messages < keep_last:
@@ -163,6 +183,9 @@ class SessionStore(ABC):
         self.max_messages = max_messages
         self.keep_last = keep_last
         self.summarizer = summarizer
+        # when memories are extracted from sessions, compression must not drop a message before it
+        # was committed: it then folds only messages at or below ``committed_through``
+        self.hold_uncommitted = hold_uncommitted
 
     # public template methods ---------------------------------------------------------
 
@@ -179,12 +202,36 @@ class SessionStore(ABC):
             self._create(session)
         return session
 
-    def append(self, tenant: str, session_id: str, role: str, content: str) -> Message:
+    def append(
+        self, tenant: str, session_id: str, role: str, content: str, *,
+        name: str | None = None, created_at: float | None = None,
+    ) -> Message:
+        """Store one message. ``name`` is the speaker; ``created_at`` (epoch seconds) is when it was
+        said, for a transcript appended after the fact (default: now)."""
         self._check(tenant, session_id)
         role_ = check_role(role)
         text = check_content(content)
+        speaker = check_name(name)
+        said = check_time(created_at)
         with self._errors("append", session_id):
-            return self._append(tenant, session_id, role_, text, time.time())
+            msg = self._append(tenant, session_id, role_, text, time.time(), speaker, said)
+        return msg
+
+    def mark_committed(self, tenant: str, session_id: str, through: int) -> int:
+        """Record that messages up to seq ``through`` were turned into memories. The mark only moves
+        forward (a late or repeated commit never moves it back); returns the mark now stored."""
+        self._check(tenant, session_id)
+        if isinstance(through, bool) or not isinstance(through, int) or through < 0:
+            raise RequestError(f"through={through!r} is not valid; use a message seq (0 or more)")
+        with self._errors("mark_committed", session_id):
+            session = self._load(tenant, session_id)
+            if through > session.last_seq:
+                raise RequestError(
+                    f"session {session_id!r}: cannot commit through seq {through}; the last message is seq {session.last_seq}"
+                )
+            if through <= session.committed_through:
+                return session.committed_through
+            return self._mark_committed(session, through, time.time())
 
     def get(self, tenant: str, session_id: str, recent: int = 5) -> SessionView:
         self._check(tenant, session_id)
@@ -201,6 +248,7 @@ class SessionStore(ABC):
             prefetched=prefetched,
             message_count=session.last_seq,
             unsummarized_count=max(0, session.last_seq - session.summarized_through),
+            uncommitted_count=max(0, session.last_seq - session.committed_through),
         )
 
     def list_messages(self, tenant: str, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[Message]:
@@ -247,9 +295,11 @@ class SessionStore(ABC):
             with self._errors("compress", session_id), self._snapshot():
                 session = self._load(tenant, session_id)
                 pending = self._messages(tenant, session_id, session.summarized_through)
-            if len(pending) <= keep:
+            fold = pending[: max(0, len(pending) - keep)]
+            if self.hold_uncommitted:  # never drop what memory extraction has not read yet
+                fold = [m for m in fold if m.seq <= session.committed_through]
+            if not fold:
                 return Compression(summarized_through=session.summarized_through, attempts=attempt)
-            fold = pending[: len(pending) - keep]
             summary = summarizer.summarize(session.summary, fold)[:MAX_SUMMARY_CHARS]
             try:
                 with self._errors("compress", session_id):
@@ -306,8 +356,16 @@ class SessionStore(ABC):
     def _create(self, session: Session) -> None: ...
 
     @abstractmethod
-    def _append(self, tenant: str, session_id: str, role: Role, content: str, now: float) -> Message:
-        """Allocate the next seq atomically and store the message; SessionNotFound if absent."""
+    def _append(
+        self, tenant: str, session_id: str, role: Role, content: str, now: float,
+        name: str | None = None, created_at: float | None = None,
+    ) -> Message:
+        """Allocate the next seq atomically and store the message (its time ``created_at`` when
+        given, else ``now``); SessionNotFound if absent."""
+
+    @abstractmethod
+    def _mark_committed(self, session: Session, through: int, now: float) -> int:
+        """Set ``committed_through = through`` unless it is already higher; return the stored value."""
 
     @abstractmethod
     def _load(self, tenant: str, session_id: str) -> Session:

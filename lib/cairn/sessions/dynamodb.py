@@ -4,8 +4,10 @@ Item layout (every item of a session shares its partition key)::
 
     pk = TENANT#<tenant>#SESSION#<id>
     sk = META                 type=session   user, created_at, updated_at, expires_at,
-                                             summary, summarized_through, last_seq (the counter)
-    sk = MSG#<seq:010d>       type=message   tenant, session_id, seq, role, content, created_at, expires_at
+                                             summary, summarized_through, last_seq (the counter),
+                                             committed_through (memories extracted up to this seq)
+    sk = MSG#<seq:010d>       type=message   tenant, session_id, seq, role, content, created_at, expires_at,
+                                             appended_at (the append's clock), name (the speaker, optional)
     sk = MSG#<seq:010d>       type=hole      tenant, session_id, seq, created_at, expires_at (a sealed seq)
     sk = PREFETCH             type=prefetch  context (FindResult JSON), updated_at, expires_at
 
@@ -17,7 +19,8 @@ restore, a manual edit), or a compression sealed it (below) - the append allocat
 tries again, up to ``APPEND_ATTEMPTS`` times (then a retryable :class:`SessionError`). Before
 retrying it lifts a counter that is behind the newest stored seq (or the summary) up to it, so a
 counter that went back costs one retry, not one per message. A taken seq that holds this very
-message - same role, content and ``created_at`` (the append's clock reading, to the full float)
+message - same role, content and ``appended_at`` (the append's clock reading, to the full float;
+``created_at`` is when the message was said, which a caller may set for a dated transcript)
 - means the SDK retried a put whose first attempt had succeeded: it is this append's message,
 returned, not stored twice. (No extra write token on the item, so the stream image keeps its
 shape; two different appends would need the same seq, text and clock reading to be confused.)
@@ -167,6 +170,7 @@ class DynamoDBSessionStore(SessionStore):
             "summary": _s(""),
             "summarized_through": _n(0),
             "last_seq": _n(0),
+            "committed_through": _n(0),
         }
         if session.user:
             item["user"] = _s(session.user)
@@ -177,8 +181,12 @@ class DynamoDBSessionStore(SessionStore):
                 raise SessionConflict(f"session {session.id!r} already exists; create again for a new id") from None
             raise
 
-    def _append(self, tenant: str, session_id: str, role: Role, content: str, now: float) -> Message:
+    def _append(
+        self, tenant: str, session_id: str, role: Role, content: str, now: float,
+        name: str | None = None, created_at: float | None = None,
+    ) -> Message:
         pk = session_pk(tenant, session_id)
+        said = now if created_at is None else created_at
         taken: list[int] = []
         for attempt in range(APPEND_ATTEMPTS):
             if attempt > 1:  # racing writers (or a counter that keeps going back): spread out
@@ -188,9 +196,9 @@ class DynamoDBSessionStore(SessionStore):
             summarized_through = int(_num(meta, "summarized_through"))
             # a seq at or below the summary is never used: the counter went back (a restore, an edit)
             if seq > summarized_through and self._put_message(
-                pk, tenant, session_id, seq, role, content, now, meta[TTL_ATTRIBUTE]
+                pk, tenant, session_id, seq, role, content, now, meta[TTL_ATTRIBUTE], name, said
             ):
-                return Message(seq=seq, role=role, content=content, created_at=now)
+                return Message(seq=seq, role=role, content=content, created_at=said, name=name)
             taken.append(seq)
             self._lift_counter(pk, max(seq, summarized_through))
         raise SessionError(
@@ -220,24 +228,28 @@ class DynamoDBSessionStore(SessionStore):
 
     def _put_message(
         self, pk: str, tenant: str, session_id: str, seq: int, role: Role, content: str, now: float,
-        expires: dict[str, str],
+        expires: dict[str, str], name: str | None = None, said: float | None = None,
     ) -> bool:
         """Store ``MSG#<seq>``; False when the seq holds another message or a hole marker."""
+        item = {
+            "pk": _s(pk),
+            "sk": _s(message_sk(seq)),
+            "type": _s("message"),
+            "tenant": _s(tenant),
+            "session_id": _s(session_id),
+            "seq": _n(seq),
+            "role": _s(role),
+            "content": _s(content),
+            "created_at": _n(now if said is None else said),
+            "appended_at": _n(now),
+            TTL_ATTRIBUTE: expires,
+        }
+        if name:
+            item["name"] = _s(name)
         try:
             self.client.put_item(
                 TableName=self.table,
-                Item={
-                    "pk": _s(pk),
-                    "sk": _s(message_sk(seq)),
-                    "type": _s("message"),
-                    "tenant": _s(tenant),
-                    "session_id": _s(session_id),
-                    "seq": _n(seq),
-                    "role": _s(role),
-                    "content": _s(content),
-                    "created_at": _n(now),
-                    TTL_ATTRIBUTE: expires,
-                },
+                Item=item,
                 ConditionExpression="attribute_not_exists(pk)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -252,7 +264,7 @@ class DynamoDBSessionStore(SessionStore):
             # this very message: our own put, retried by the SDK after it had succeeded
             return (
                 _str(old, "type") == "message" and _str(old, "role") == role and _str(old, "content") == content
-                and _num(old, "created_at", -1) == now
+                and _num(old, "appended_at", _num(old, "created_at", -1)) == now
             )
         return True
 
@@ -297,7 +309,23 @@ class DynamoDBSessionStore(SessionStore):
             summary=_str(item, "summary") or "",
             summarized_through=int(_num(item, "summarized_through")),
             last_seq=int(_num(item, "last_seq")),
+            committed_through=int(_num(item, "committed_through")),
         )
+
+    def _mark_committed(self, session: Session, through: int, now: float) -> int:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(session_pk(session.tenant, session.id)), "sk": _s("META")},
+                UpdateExpression="SET committed_through = :c",
+                ConditionExpression="attribute_exists(pk) AND (attribute_not_exists(committed_through) OR committed_through < :c)",
+                ExpressionAttributeValues={":c": _n(through)},
+            )
+        except Exception as exc:
+            if _error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return self._load(session.tenant, session.id).committed_through  # already further (or gone)
+        return through
 
     def _items(
         self, pk: str, after_seq: int, *, through: int | None = None, newest_first: bool = False,
@@ -339,7 +367,7 @@ class DynamoDBSessionStore(SessionStore):
         return [
             Message(
                 seq=int(_num(i, "seq")), role=_str(i, "role"), content=_str(i, "content") or "",  # type: ignore[arg-type]
-                created_at=_num(i, "created_at"),
+                created_at=_num(i, "created_at"), name=_str(i, "name"),
             )
             for i in items
         ]

@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     summary TEXT NOT NULL DEFAULT '',
     summarized_through INTEGER NOT NULL DEFAULT 0,
     last_seq INTEGER NOT NULL DEFAULT 0,
+    committed_through INTEGER NOT NULL DEFAULT 0,
     prefetched TEXT,
     PRIMARY KEY (tenant, id)
 );
@@ -44,11 +45,17 @@ CREATE TABLE IF NOT EXISTS messages (
     role TEXT NOT NULL,
     content TEXT NOT NULL,
     created_at REAL NOT NULL,
+    name TEXT,
     PRIMARY KEY (tenant, session_id, seq)
 );
 CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
 """
-_COLUMNS = "id, tenant, user, created_at, updated_at, expires_at, summary, summarized_through, last_seq"
+_COLUMNS = "id, tenant, user, created_at, updated_at, expires_at, summary, summarized_through, last_seq, committed_through"
+# columns added after the first release: a file written by an older cairn gets them on open
+_MIGRATIONS = (
+    ("sessions", "committed_through", "ALTER TABLE sessions ADD COLUMN committed_through INTEGER NOT NULL DEFAULT 0"),
+    ("messages", "name", "ALTER TABLE messages ADD COLUMN name TEXT"),
+)
 
 
 class SQLiteSessionStore(SessionStore):
@@ -60,6 +67,13 @@ class SQLiteSessionStore(SessionStore):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._conn().executescript(_SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._tx() as db:
+            for table, column, ddl in _MIGRATIONS:
+                if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+                    db.execute(ddl)
 
     # connections ------------------------------------------------------------------------
 
@@ -108,12 +122,17 @@ class SQLiteSessionStore(SessionStore):
     def _create(self, session: Session) -> None:
         with self._tx() as db:
             db.execute(
-                f"INSERT INTO sessions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO sessions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (session.id, session.tenant, session.user, session.created_at, session.updated_at,
-                 session.expires_at, session.summary, session.summarized_through, session.last_seq),
+                 session.expires_at, session.summary, session.summarized_through, session.last_seq,
+                 session.committed_through),
             )
 
-    def _append(self, tenant: str, session_id: str, role: Role, content: str, now: float) -> Message:
+    def _append(
+        self, tenant: str, session_id: str, role: Role, content: str, now: float,
+        name: str | None = None, created_at: float | None = None,
+    ) -> Message:
+        said = now if created_at is None else created_at
         with self._tx() as db:
             row = db.execute(
                 "UPDATE sessions SET last_seq = last_seq + 1, updated_at = ? "
@@ -123,10 +142,23 @@ class SQLiteSessionStore(SessionStore):
             if row is None:
                 raise self.not_found(session_id)
             db.execute(
-                "INSERT INTO messages (tenant, session_id, seq, role, content, created_at) VALUES (?,?,?,?,?,?)",
-                (tenant, session_id, row[0], role, content, now),
+                "INSERT INTO messages (tenant, session_id, seq, role, content, created_at, name) VALUES (?,?,?,?,?,?,?)",
+                (tenant, session_id, row[0], role, content, said, name),
             )
-        return Message(seq=row[0], role=role, content=content, created_at=now)
+        return Message(seq=row[0], role=role, content=content, created_at=said, name=name)
+
+    def _mark_committed(self, session: Session, through: int, now: float) -> int:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE sessions SET committed_through = ? WHERE tenant = ? AND id = ? AND committed_through < ?",
+                (through, session.tenant, session.id, through),
+            )
+            row = db.execute(
+                "SELECT committed_through FROM sessions WHERE tenant = ? AND id = ?", (session.tenant, session.id)
+            ).fetchone()
+        if row is None:
+            raise self.not_found(session.id)
+        return int(row[0])
 
     def _load(self, tenant: str, session_id: str) -> Session:
         row = self._conn().execute(
@@ -138,13 +170,13 @@ class SQLiteSessionStore(SessionStore):
         return Session(**dict(zip([c.strip() for c in _COLUMNS.split(",")], row)))
 
     def _messages(self, tenant: str, session_id: str, after_seq: int, newest: int | None = None) -> list[Message]:
-        sql = "SELECT seq, role, content, created_at FROM messages WHERE tenant = ? AND session_id = ? AND seq > ?"
+        sql = "SELECT seq, role, content, created_at, name FROM messages WHERE tenant = ? AND session_id = ? AND seq > ?"
         if newest is not None:
             rows = self._conn().execute(sql + " ORDER BY seq DESC LIMIT ?", (tenant, session_id, after_seq, newest)).fetchall()
             rows.reverse()
         else:
             rows = self._conn().execute(sql + " ORDER BY seq", (tenant, session_id, after_seq)).fetchall()
-        return [Message(seq=s, role=r, content=c, created_at=t) for s, r, c, t in rows]
+        return [Message(seq=s, role=r, content=c, created_at=t, name=n) for s, r, c, t, n in rows]
 
     def _get_prefetched(self, tenant: str, session_id: str) -> dict[str, Any] | None:
         row = self._conn().execute(
