@@ -1,8 +1,11 @@
 """The embedded default: exact cosine over a numpy matrix, a partition per tenant, persisted
-to a folder (one subfolder per tenant: ``records.jsonl`` + ``vectors.npy``).
+to a folder (one subfolder per tenant: an append-only segment log, :mod:`.local_persistence`).
 
-Writes go to memory and then to disk atomically (write a temporary file, rename), so a new
-process finds the data again and a crash never leaves half a file behind.
+A write takes the partition's inter-process lock, catches up with other processes' commits,
+appends one segment and replaces the manifest atomically; a read stats the manifest and
+applies only what it has not seen. So concurrent processes never lose each other's writes,
+a process killed at any instant leaves a store that loads, and a write costs its own size.
+Partitions load lazily, one tenant at a time: an unreadable one fails only its tenant's calls.
 
 * **Filters** are evaluated by a vectorised pre-filter: the record fields (``uri``,
   ``parent_uri``, ``ancestors``, ``context_type``, ``owner``, ``tags``, ``level``, ...) get
@@ -34,6 +37,7 @@ import numpy as np
 from ..errors import VectorStoreError
 from ..filters import tree as t
 from ..models import ContextRecord
+from . import local_persistence as persist
 from .base import Capabilities, SearchMode, VectorHit, VectorQuery, VectorStore
 from .fusion import hybrid_depth, rrf_top
 
@@ -262,21 +266,23 @@ class _Partition:
         self._keyword = None
 
     def upsert(self, records: list[ContextRecord]) -> None:
-        new_vecs: list[list[float]] = []
-        latest = {rec.id: rec for rec in records}  # the last write of an id in one batch wins
-        for rec in latest.values():
-            doc = rec.model_dump(mode="json", exclude={"vector"})
-            row = self.rows.get(rec.id)
+        self.put(*_dump(records))
+
+    def put(self, docs: list[dict[str, Any]], unit_vectors: np.ndarray) -> None:
+        """Insert or replace record dumps (with their unit vectors, row-aligned) by id."""
+        new_rows: list[int] = []
+        for n, doc in enumerate(docs):
+            row = self.rows.get(doc["id"])
             if row is None:
-                self.rows[rec.id] = len(self.ids)
-                self.ids.append(rec.id)
+                self.rows[doc["id"]] = len(self.ids)
+                self.ids.append(doc["id"])
                 self.docs.append(doc)
-                new_vecs.append(rec.vector or [])
+                new_rows.append(n)
             else:
                 self.docs[row] = doc
-                self.matrix[row] = _unit(np.asarray([rec.vector], dtype=np.float32))[0]
-        if new_vecs:
-            self.matrix = np.vstack([self.matrix, _unit(np.asarray(new_vecs, dtype=np.float32))])
+                self.matrix[row] = unit_vectors[n]
+        if new_rows:
+            self.matrix = np.vstack([self.matrix, unit_vectors[new_rows]])
         self.changed()
 
     def delete(self, ids: list[str]) -> int:
@@ -302,6 +308,20 @@ class _Partition:
         if self._keyword is None:
             self._keyword = _Keyword(self.docs)
         return self._keyword
+
+
+def _partition_of(snap: persist.Snapshot) -> _Partition:
+    part = _Partition(snap.matrix.shape[1])
+    part.ids, part.docs, part.matrix = snap.ids, snap.docs, snap.matrix
+    part.rows = {i: n for n, i in enumerate(part.ids)}
+    return part
+
+
+def _dump(records: list[ContextRecord]) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Record dumps (without vectors) and their unit vectors; the last write of an id in one batch wins."""
+    latest = list({rec.id: rec for rec in records}.values())
+    docs = [rec.model_dump(mode="json", exclude={"vector"}) for rec in latest]
+    return docs, _unit(np.asarray([rec.vector or [] for rec in latest], dtype=np.float32))
 
 
 def _unit(mat: np.ndarray) -> np.ndarray:
@@ -350,55 +370,33 @@ class LocalVectorStore(VectorStore):
         self.path = Path(path) if path is not None else None
         self._parts: dict[str, _Partition] = {}
         self._lock = threading.RLock()
-        if self.path is not None:
-            self._load_all()
+        self._disk = (
+            persist.DiskPartitions(self.path / "tenants", dimension, _partition_of) if self.path is not None else None
+        )
 
     # ---------------------------------------------------------------- persistence
 
-    def _tenant_dir(self, tenant: str) -> Path:
-        assert self.path is not None
-        return self.path / "tenants" / tenant
-
-    def _load_all(self) -> None:
-        root = self.path / "tenants"  # type: ignore[operator]
-        if not root.is_dir():
-            return
-        for tdir in sorted(root.iterdir()):
-            if (tdir / "records.jsonl").exists():
-                self._parts[tdir.name] = self._load(tdir)
-
-    def _load(self, tdir: Path) -> _Partition:
-        part = _Partition(self.dimension)
-        try:
-            with open(tdir / "records.jsonl", encoding="utf-8") as fh:
-                part.docs = [json.loads(line) for line in fh if line.strip()]
-            part.matrix = np.load(tdir / "vectors.npy")
-        except (OSError, ValueError) as exc:
-            raise VectorStoreError(f"local store at {tdir} is unreadable: {exc}") from exc
-        if part.matrix.shape != (len(part.docs), self.dimension):
-            raise VectorStoreError(
-                f"local store at {tdir} holds vectors of shape {part.matrix.shape}, expected "
-                f"({len(part.docs)}, {self.dimension}); was it built with another embedder?"
-            )
-        part.ids = [d["id"] for d in part.docs]
-        part.rows = {i: n for n, i in enumerate(part.ids)}
-        return part
-
-    def _save(self, tenant: str) -> None:
-        if self.path is None:
-            return
-        part = self._parts[tenant]
-        tdir = self._tenant_dir(tenant)
-        tdir.mkdir(parents=True, exist_ok=True)
-        tmp_docs, tmp_vecs = tdir / "records.jsonl.tmp", tdir / "vectors.tmp.npy"
-        with open(tmp_docs, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(doc, ensure_ascii=False) + "\n" for doc in part.docs)
-        np.save(tmp_vecs, part.matrix)
-        os.replace(tmp_vecs, tdir / "vectors.npy")
-        os.replace(tmp_docs, tdir / "records.jsonl")
-
     def _part(self, tenant: str) -> _Partition | None:
-        return self._parts.get(tenant)
+        """The tenant's partition, brought up to the latest commit on disk (a stat when unchanged)."""
+        with self._lock:
+            if self._disk is not None:
+                self._disk.refresh(tenant, self._parts)
+            return self._parts.get(tenant)
+
+    @contextmanager
+    def _writing(self, tenant: str) -> Iterator[tuple[_Partition, Callable[[persist.Segment], None]]]:
+        """The tenant's up-to-date partition under the inter-process lock, and a ``commit``.
+
+        The caller changes the partition in memory and commits the segment that says what it
+        changed; if anything fails before the commit, the in-memory partition is dropped and
+        reloaded from disk on the next call.
+        """
+        with self._lock:
+            if self._disk is None:
+                yield self._parts.setdefault(tenant, _Partition(self.dimension)), lambda seg: None
+                return
+            with self._disk.writing(tenant, self._parts) as commit:
+                yield self._parts.setdefault(tenant, _Partition(self.dimension)), commit
 
     # ---------------------------------------------------------------- hooks
 
@@ -417,10 +415,10 @@ class LocalVectorStore(VectorStore):
         return None if tree is None else LocalFilter(tree)
 
     def _upsert(self, tenant: str, records: list[ContextRecord]) -> int:
-        with self._lock:
-            part = self._parts.setdefault(tenant, _Partition(self.dimension))
-            part.upsert(records)
-            self._save(tenant)
+        docs, vectors = _dump(records)
+        with self._writing(tenant) as (part, commit):
+            part.put(docs, vectors)
+            commit(persist.Segment(docs, vectors))
         return len(records)
 
     def _query(self, request: VectorQuery, native_filter: LocalFilter | None) -> list[VectorHit]:
@@ -507,21 +505,22 @@ class LocalVectorStore(VectorStore):
         return out
 
     def _delete(self, tenant: str, ids: list[str]) -> int:
-        with self._lock:
-            part = self._part(tenant)
-            n = part.delete(ids) if part else 0
-            if n:
-                self._save(tenant)
-            return n
+        with self._writing(tenant) as (part, commit):
+            return self._delete_rows(part, commit, ids)
 
     def _delete_by_filter(self, tenant: str, native_filter: LocalFilter | None) -> int:
-        with self._lock:
-            part = self._part(tenant)
-            if part is None:
-                return 0
+        with self._writing(tenant) as (part, commit):  # the filter sees every commit before it
             mask = part.mask(native_filter)
             ids = part.ids if mask is None else [part.ids[r] for r in np.flatnonzero(mask)]
-            return self._delete(tenant, list(ids))
+            return self._delete_rows(part, commit, list(ids))
+
+    def _delete_rows(self, part: _Partition, commit: Callable[[persist.Segment], None], ids: list[str]) -> int:
+        doomed = sorted({i for i in ids if i in part.rows})
+        if not doomed:
+            return 0
+        n = part.delete(doomed)
+        commit(persist.Segment([], np.zeros((0, self.dimension), dtype=np.float32), doomed))
+        return n
 
     def _count(self, tenant: str, native_filter: LocalFilter | None) -> int:
         with self._lock:
