@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any
@@ -142,7 +141,3 @@ class CommitResult(BaseModel):
     extractor: str = "none"  # none | llm | fallback:<reason>
     written: int = 0
     seconds: float = 0.0
-
-
-def now() -> float:
-    return time.time()

@@ -91,13 +91,15 @@ class MemoryWriter:
         pending = [resolve(r, old.get(r.id), now) for r in built.values()]
         changed = [p for p in pending if p.changed]
         report.unchanged = len(pending) - len(changed)
-        if not changed:
-            return report
-        if self.content is not None:  # 1.
-            self.content.put_many(self.tenant, {p.record.uri: p.record.text for p in changed})
-        self._save(changed, report)  # 2.
+        if changed:
+            if self.content is not None:  # 1.
+                self.content.put_many(self.tenant, {p.record.uri: p.record.text for p in changed})
+            self._save(changed, report)  # 2.
+        # 3. always, also when every memory was already stored: a write that failed after its
+        # memories but before its folders is finished by writing the same memories again (an
+        # unchanged folder costs two fetches and a count, no embedding, no upsert)
         touched: dict[str, dict[str, ChildSummary]] = {}
-        for p in changed:
+        for p in reversed(pending):  # the last written is listed first
             r = p.record
             parent, name = r.uri.rsplit("/", 1)
             touched.setdefault(parent, {})[name] = ChildSummary(name, r.title, r.abstract, False)
