@@ -406,3 +406,21 @@ def test_compression_holds_uncommitted_messages_when_asked(store):
     done = store.compress("acme", s.id, keep_last=1)
     assert (done.folded, done.summarized_through) == (2, 2)  # seqs 3-5 wait for the next commit
     assert [m.seq for m in store.list_messages("acme", s.id)] == [3, 4, 5, 6]
+
+
+def test_memory_commit_reads_new_messages_once_on_every_backend(store, embedder, tmp_path):
+    from cairn.memory import MemoryService
+    from cairn.vectorstores.local import LocalVectorStore
+
+    vectors = LocalVectorStore(tmp_path / "vectors", dimension=embedder.dimension)
+    memory = MemoryService(vectors, embedder, "acme", sessions=store)
+    s = store.create("acme", user="ann")
+    store.append("acme", s.id, "user", "My sister Anna lives in Porto.", name="Ann", created_at=1_683_554_160.0)
+    store.append("acme", s.id, "assistant", "Noted: Anna lives in Porto.")
+    first = memory.commit(s.id)
+    assert (first.messages, first.committed_through, len(first.episodes)) == (2, 2, 2)
+    assert memory.commit(s.id).messages == 0  # committing twice adds nothing
+    store.append("acme", s.id, "user", "She is a teacher.", name="Ann")
+    assert memory.commit(s.id).episodes == [f"cairn://user/ann/memories/episodes/{s.id}-000003"]
+    assert vectors.count("acme", {"ancestors": "cairn://user/ann/memories", "level": 2}) == 3
+    assert vectors.count("acme", {"ancestors": "cairn://user/bob/memories"}) == 0
