@@ -11,6 +11,7 @@ from cairn.ingest import (
     IngestPayload,
     context_root,
 )
+from cairn.ingest.parsers.base import Limits
 from cairn.ingest.sources import MAX_FILE_BYTES, read_beir, read_folder, split_items
 from cairn.ingest.tree import build_tree
 from cairn.models import ContextType, Level
@@ -111,13 +112,17 @@ def test_bad_paths_are_rejected_and_the_rest_goes_on():
 
 
 def test_oversized_and_binary_files_are_rejected(tmp_path):
-    (tmp_path / "big.md").write_text("x" * (MAX_FILE_BYTES + 1))
+    (tmp_path / "big.md").write_text("x" * 5_001)
     (tmp_path / "bin.txt").write_bytes(b"\x00\x01")
     (tmp_path / "good.md").write_text("good")
-    docs, rejected = split_items(read_folder(tmp_path))
+    docs, rejected = split_items(read_folder(tmp_path, limits=Limits(max_text_bytes=5_000)))
     assert [d.path for d in docs] == [("good.md",)]
     reasons = {r.source.rsplit("/", 1)[1]: r.reason for r in rejected}
-    assert "the limit is 2,000,000" in reasons["big.md"] and "binary" in reasons["bin.txt"]
+    assert "the limit for this type is 5,000" in reasons["big.md"] and "binary" in reasons["bin.txt"]
+
+
+def test_the_default_text_file_limit_is_well_above_two_megabytes():
+    assert MAX_FILE_BYTES >= 20_000_000
 
 
 def _dstc_docs():

@@ -10,7 +10,11 @@ Layout (the same for both backends)::
     {prefix}{tenant}/{segment}/{segment}/.../.body
 
 Segments are percent-encoded (and a leading ``.`` becomes ``%2E``), so ``.body`` can never be a
-segment and a directory's body sits beside its children. ``LocalContentStore`` writes that layout
+segment and a directory's body sits beside its children. An encoded segment longer than
+``MAX_SEGMENT_CHARS`` (file systems allow 255 bytes a name; 29 CJK characters encode to 261) is
+shortened to ``%~`` + its first characters + a hash of the whole segment — a form percent-encoding
+never produces, so it cannot collide with a plain name — and the node's URI is then kept beside its
+body in a ``.uri`` file, which is how :meth:`ContentStore.list` names it. ``LocalContentStore`` writes that layout
 under a folder (atomically: temporary file, then rename); ``S3ContentStore`` under a bucket prefix.
 
 Public methods validate the tenant and URI and map backend errors to cairn errors (a throttled or
@@ -19,6 +23,7 @@ unreachable S3 is ``retryable``); backends fill the ``_hooks``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -34,6 +39,9 @@ from ..vectorstores.base import validate_tenant
 
 T = TypeVar("T")
 BODY = ".body"
+URI_FILE = ".uri"  # the node's URI, kept only when a segment of its path was shortened
+MAX_SEGMENT_CHARS = 150  # encoded; well under 255 bytes with room for a temporary file's prefix
+HASHED = "%~"
 
 
 class ContentStoreError(IngestError):
@@ -46,12 +54,24 @@ class ContentNotFound(ContentStoreError):
 
 def _enc(segment: str) -> str:
     out = quote(segment, safe="")
-    return "%2E" + out[1:] if out.startswith(".") else out
+    out = "%2E" + out[1:] if out.startswith(".") else out
+    if len(out) <= MAX_SEGMENT_CHARS:
+        return out
+    digest = hashlib.sha256(segment.encode("utf-8")).hexdigest()[:32]
+    head = out[:60]
+    cut = head.rfind("%", len(head) - 2)  # never end inside a %XX escape
+    if cut >= 0:
+        head = head[:cut]
+    return f"{HASHED}{head}-{digest}"
 
 
 def node_path(tenant: str, uri: str) -> str:
     """``tenant/seg/seg`` for a node URI (a chunk fragment is dropped: chunks share their file's body)."""
     return "/".join([tenant, *(_enc(s) for s in uris.parse(uri).segments)])
+
+
+def is_shortened(path: str) -> bool:
+    return HASHED in path
 
 
 def uri_of(rel_parts: Iterable[str]) -> str:
@@ -68,7 +88,12 @@ class ContentStore(ABC):
 
     def put_many(self, tenant: str, bodies: Mapping[str, str]) -> None:
         validate_tenant(tenant)
-        items = {node_path(tenant, u) + "/" + BODY: b for u, b in bodies.items()}
+        items: dict[str, str] = {}
+        for u, b in bodies.items():
+            base = node_path(tenant, u)
+            if is_shortened(base):  # the name no longer spells the URI: keep it beside the body
+                items[base + "/" + URI_FILE] = uris.SCHEME + "/".join(uris.parse(u).segments)
+            items[base + "/" + BODY] = b
         if items:
             self._call("put", lambda: self._put_many(items))
 
@@ -95,21 +120,35 @@ class ContentStore(ABC):
         out = []
         for key in keys:
             parts = key.split("/")
-            if parts[-1] == BODY:
-                out.append(uri_of(parts[1:-1]))
+            if parts[-1] != BODY:
+                continue
+            if is_shortened(key):
+                stored = self._call("get", lambda k=key: self._get(k.rsplit("/", 1)[0] + "/" + URI_FILE))
+                if stored:
+                    out.append(stored.strip())
+                continue
+            out.append(uri_of(parts[1:-1]))
         return sorted(out)
 
     def delete(self, tenant: str, node_uris: Iterable[str]) -> int:
         """Delete the bodies of these nodes (not their descendants)."""
         validate_tenant(tenant)
-        keys = [node_path(tenant, u) + "/" + BODY for u in node_uris]
-        return self._call("delete", lambda: self._delete(keys)) if keys else 0
+        bases = [node_path(tenant, u) for u in node_uris]
+        keys = [b + "/" + BODY for b in bases]
+        names = [b + "/" + URI_FILE for b in bases if is_shortened(b)]
+        n = self._call("delete", lambda: self._delete(keys)) if keys else 0
+        if names:  # after the bodies: a crash in between leaves a name without a body, never the reverse
+            self._call("delete", lambda: self._delete(names))
+        return n
 
     def delete_tree(self, tenant: str, uri: str) -> int:
         """Delete the body of ``uri`` and of everything below it."""
         validate_tenant(tenant)
         base = node_path(tenant, uri)
-        return self._call("delete", lambda: self._delete(self._list(base + "/")))
+        keys = self._call("list", lambda: self._list(base + "/"))
+        bodies = sum(k.endswith("/" + BODY) for k in keys)
+        self._call("delete", lambda: self._delete(keys))
+        return bodies
 
     # ----------------------------------------------------------------- errors
 
@@ -171,7 +210,7 @@ class LocalContentStore(ContentStore):
         if not base.is_dir():
             return []
         root = self.folder / "tenants"
-        return [p.relative_to(root).as_posix() for p in base.rglob(BODY)]
+        return [p.relative_to(root).as_posix() for p in base.rglob(".*") if p.name in (BODY, URI_FILE)]
 
     def _delete(self, keys: list[str]) -> int:
         n = 0

@@ -32,7 +32,9 @@ from ..embeddings import Embedder
 from ..errors import CairnError, IngestError
 from ..models import ContextRecord, Level, record_id
 from ..vectorstores import VectorStore
+from .chunking import ChunkingConfig
 from .content import ContentStore
+from .parsers.base import Limits
 from .sources import Document, Rejected, read_beir, read_folder, split_items
 from .summaries import ChildSummary
 from .summarizer import DirectorySummarizer, ExtractiveSummarizer
@@ -111,7 +113,14 @@ class Ingestor:
         title_rules: Sequence[DirTitleRule] = (),
         leaf_title_rules: Sequence[DirTitleRule] = (),
         sleep: Callable[[float], None] = time.sleep,
+        chunking: ChunkingConfig | None = None,
+        limits: Limits | None = None,
+        isolate_parsers: bool = True,
     ) -> None:
+        """``chunking`` sets chunk size and overlap (:class:`ChunkingConfig`); ``limits`` bound each
+        file a folder ingest reads (:class:`~cairn.ingest.parsers.base.Limits`); with
+        ``isolate_parsers`` the binary formats (PDF, Office, HTML, XML, YAML) are parsed in a worker
+        process bounded by ``limits.timeout_s`` and ``limits.memory_mb``."""
         self.store = store
         self.embedder = embedder
         self.tenant = tenant
@@ -121,6 +130,9 @@ class Ingestor:
         self.title_rules = tuple(title_rules)
         self.leaf_title_rules = tuple(leaf_title_rules)
         self.sleep = sleep
+        self.chunking = chunking or ChunkingConfig()
+        self.limits = limits or Limits()
+        self.isolate_parsers = isolate_parsers
 
     # ----------------------------------------------------------------- sources
 
@@ -130,10 +142,29 @@ class Ingestor:
             raise IngestError(f"path {str(path)!r} does not exist")
         if format not in ("folder", "beir"):
             raise IngestError(f"unknown format {format!r}; supported: folder, beir")
-        docs, rejected = split_items(read_beir(path) if format == "beir" else read_folder(path))
+        if format == "beir":
+            docs, rejected = split_items(read_beir(path))
+        else:
+            docs, rejected = self._read_folder(path, progress)
         report = self.ingest(docs, root_uri, progress)
         report.rejected = rejected + report.rejected
+        report.warnings = [f"{'/'.join(d.path)}: {note}" for d in docs for note in d.notes] + report.warnings
         return report
+
+    def _read_folder(self, path: Path, progress: Progress) -> tuple[list[Document], list[Rejected]]:
+        from .parsers.isolation import IsolatedRunner
+
+        runner = IsolatedRunner(self.limits) if self.isolate_parsers else None
+        docs: list[Document] = []
+        rejected: list[Rejected] = []
+        try:
+            for item in read_folder(path, limits=self.limits, runner=runner):
+                (docs if isinstance(item, Document) else rejected).append(item)  # type: ignore[arg-type]
+                progress("read", len(docs) + len(rejected), 0)
+        finally:
+            if runner is not None:
+                runner.close()
+        return docs, rejected
 
     # ----------------------------------------------------------------- ingest (sync a root)
 
@@ -143,7 +174,7 @@ class Ingestor:
         uris.context_type_of(root_uri)
         tree = build_tree(
             self.tenant, root_uri, documents, fetch=self._fetch, summarizer=self.summarizer,
-            title_rules=self.title_rules, leaf_title_rules=self.leaf_title_rules,
+            title_rules=self.title_rules, leaf_title_rules=self.leaf_title_rules, chunking=self.chunking,
         )
         report = IngestReport(root_uri, documents=len(documents), records=len(tree.records), rejected=list(tree.rejected))
         if not tree.chunks:  # nothing accepted: never let a bad batch empty an existing tree

@@ -3,9 +3,12 @@
 Three sources, all producing the same :class:`Document` (or a :class:`Rejected` that says why
 an item was skipped; the rest of the batch goes on):
 
-* a folder (:func:`read_folder`): Markdown and text files become one document each; a ``.json``
-  file holding one object is one document, a ``.json`` list or a ``.jsonl`` file is a folder
-  (named after the file without its suffix) of documents — see :class:`JsonDocument`;
+* a folder (:func:`read_folder`): every file a parser reads (:mod:`cairn.ingest.parsers`: Markdown,
+  text, PDF, HTML, Word, slides, spreadsheets, CSV, YAML/XML, e-mail, source code) becomes one
+  document that keeps its structure (sections with pages and heading paths); a ``.json`` file
+  holding one object is one document, a ``.json`` list or a ``.jsonl`` file is a folder (named
+  after the file without its suffix) of documents — see :class:`JsonDocument`. Links that leave
+  the folder are not followed (:mod:`cairn.ingest.walk`);
 * a BEIR-layout corpus (:func:`read_beir`): ``corpus.jsonl`` lines ``{_id, title, text, metadata}``
   placed at ``metadata.path`` (a list of segments) or else at ``_id`` split on ``/``;
 * an API payload (:class:`IngestPayload`): a validated list of ``{path, text, title, metadata}``.
@@ -23,11 +26,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import CairnError, IngestError, RequestError
 from ..models import ContextType, MetadataValue
+from .parsers import parse_in_process, parser_for, supported_suffixes
+from .parsers.base import Limits, ParseFailed, Section
+from .walk import FoundFile, walk
 
-TEXT_SUFFIXES = {".md", ".markdown", ".txt", ".rst", ".text"}
 JSON_SUFFIXES = {".json", ".jsonl"}
-MAX_FILE_BYTES = 2_000_000
-MAX_TEXT_CHARS = MAX_FILE_BYTES  # the same bound for documents that do not come from a file
+MAX_FILE_BYTES = Limits().max_text_bytes  # text files; other formats: Limits().max_bytes
+MAX_TEXT_CHARS = 2_000_000  # documents that do not come from a file (API payloads, JSON documents)
+MAX_JSON_BYTES = 50_000_000
 MAX_METADATA_KEYS = 64
 
 
@@ -37,6 +43,8 @@ class Document:
     text: str
     title: str = ""
     metadata: dict[str, MetadataValue] = field(default_factory=dict)
+    sections: tuple[Section, ...] = ()  # its structure (empty: cut the text as Markdown)
+    notes: tuple[str, ...] = ()  # what the parser could not keep (pages without text, a cut), for the report
 
 
 @dataclass(frozen=True)
@@ -145,26 +153,27 @@ def _doc_from_obj(obj: Any, where: str, default_path: tuple[str, ...], beir: boo
     return Document(path=path, text=jd.text or jd.title, title=jd.title.strip(), metadata=flat)
 
 
-def _jsonl_objects(f: Path) -> Iterator[tuple[str, int, Any] | Rejected]:
+def _jsonl_objects(f: Path, shown: str | None = None) -> Iterator[tuple[str, int, Any] | Rejected]:
     """(``file:line``, line number, object) for each non-blank line; a bad line is a :class:`Rejected`."""
+    shown = shown or str(f)
     with open(f, encoding="utf-8") as fh:
         try:
             lines = list(fh)
         except UnicodeDecodeError as exc:
-            yield Rejected(str(f), f"is not valid UTF-8 ({exc.reason} at byte {exc.start})")
+            yield Rejected(shown, f"is not valid UTF-8 ({exc.reason} at byte {exc.start})")
             return
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            yield f"{f}:{n}", n, json.loads(line)
+            yield f"{shown}:{n}", n, json.loads(line)
         except json.JSONDecodeError as exc:
-            yield Rejected(f"{f}:{n}", f"invalid JSON: {exc.msg} at column {exc.colno}")
+            yield Rejected(f"{shown}:{n}", f"invalid JSON: {exc.msg} at column {exc.colno}")
 
 
-def _json_lines(f: Path, base: tuple[str, ...]) -> Iterator[Document | Rejected]:
-    folder = base[:-1] + (f.stem,)
-    for item in _jsonl_objects(f):
+def _json_lines(f: Path, base: tuple[str, ...], shown: str | None = None) -> Iterator[Document | Rejected]:
+    folder = base[:-1] + (Path(base[-1]).stem,)
+    for item in _jsonl_objects(f, shown):
         if isinstance(item, Rejected):
             yield item
         else:
@@ -172,65 +181,83 @@ def _json_lines(f: Path, base: tuple[str, ...]) -> Iterator[Document | Rejected]
             yield _doc_from_obj(obj, where, folder + (str(n),))
 
 
-def read_json_file(f: Path, path: tuple[str, ...]) -> Iterator[Document | Rejected]:
+def read_json_file(f: Path, path: tuple[str, ...], shown: str | None = None) -> Iterator[Document | Rejected]:
     """A ``.jsonl`` file (one object a line) or a ``.json`` file (one object, or a list of them)."""
+    shown = shown or str(f)
     size = f.stat().st_size
-    if size > MAX_FILE_BYTES * 25:
-        yield Rejected(str(f), f"file is {size:,} bytes; the limit for JSON files is {MAX_FILE_BYTES * 25:,}")
+    if size > MAX_JSON_BYTES:
+        yield Rejected(shown, f"file is {size:,} bytes; the limit for JSON files is {MAX_JSON_BYTES:,}")
         return
-    if f.suffix.lower() == ".jsonl":
-        yield from _json_lines(f, path)
+    if path[-1].lower().endswith(".jsonl"):
+        yield from _json_lines(f, path, shown)
         return
     try:
         data = json.loads(f.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        yield Rejected(str(f), f"is not valid UTF-8 ({exc.reason} at byte {exc.start})")
+        yield Rejected(shown, f"is not valid UTF-8 ({exc.reason} at byte {exc.start})")
         return
     except json.JSONDecodeError as exc:
-        yield Rejected(str(f), f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+        yield Rejected(shown, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+        return
+    except RecursionError:
+        yield Rejected(shown, "invalid JSON: nested too deeply")
         return
     if isinstance(data, list):
-        folder = path[:-1] + (f.stem,)
+        folder = path[:-1] + (Path(path[-1]).stem,)
         for n, obj in enumerate(data, 1):
-            yield _doc_from_obj(obj, f"{f}[{n - 1}]", folder + (str(n),))
+            yield _doc_from_obj(obj, f"{shown}[{n - 1}]", folder + (str(n),))
     else:
-        yield _doc_from_obj(data, str(f), path)
+        yield _doc_from_obj(data, shown, path)
 
 
 # ----------------------------------------------------------------------------- folders
 
 
-def read_folder(root: Path) -> Iterator[Document | Rejected]:
-    """Every Markdown/text/JSON file under ``root`` (sorted, hidden files skipped)."""
-    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-    for f in files:
-        rel = f.relative_to(root.parent if root.is_file() else root)
-        if any(part.startswith(".") for part in rel.parts):
+def read_folder(root: Path, *, limits: Limits | None = None, runner: Any = None) -> Iterator[Document | Rejected]:
+    """Every file under ``root`` that a parser reads, in name order; everything else is a
+    :class:`Rejected` with its reason (hidden files are skipped silently).
+
+    ``runner`` (an :class:`~cairn.ingest.parsers.isolation.IsolatedRunner`) parses the formats
+    whose libraries read untrusted binary structures in a bounded worker process; without one
+    they are parsed in this process (a page bound still holds, not a time or memory bound).
+    """
+    limits = limits or Limits()
+    for item in walk(root):
+        if not isinstance(item, FoundFile):
+            yield Rejected(item.source, item.reason)
             continue
-        suffix = f.suffix.lower()
+        suffix = Path(item.rel[-1]).suffix.lower()
         if suffix in JSON_SUFFIXES:
-            yield from read_json_file(f, tuple(rel.parts))
-        elif suffix in TEXT_SUFFIXES:
-            yield read_file(f, tuple(rel.parts))
+            yield from read_json_file(item.path, item.rel, shown=item.shown)
         else:
-            supported = ", ".join(sorted(TEXT_SUFFIXES | JSON_SUFFIXES))
-            yield Rejected(str(f), f"unsupported file type {f.suffix or '(none)'!r}; supported: {supported}")
+            yield read_file(item.path, item.rel, limits=limits, runner=runner, shown=item.shown)
 
 
-def read_file(f: Path, path: tuple[str, ...]) -> Document | Rejected:
-    size = f.stat().st_size
-    if size > MAX_FILE_BYTES:
-        return Rejected(str(f), f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
-    raw = f.read_bytes()
-    if b"\x00" in raw[:8192]:
-        return Rejected(str(f), "looks like a binary file (contains NUL bytes)")
+def read_file(
+    f: Path, path: tuple[str, ...], *, limits: Limits | None = None, runner: Any = None, shown: str | None = None
+) -> Document | Rejected:
+    """One file, parsed by the parser for its name's extension."""
+    shown = shown or str(f)
+    spec = parser_for(path[-1])
+    if spec is None:
+        suffix = Path(path[-1]).suffix
+        supported = " ".join(sorted(set(supported_suffixes()) | JSON_SUFFIXES))
+        return Rejected(shown, f"unsupported file type {suffix or '(none)'!r}; supported: {supported}")
+    limits = limits or Limits()
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Rejected(str(f), f"is not valid UTF-8 ({exc.reason} at byte {exc.start})")
-    if not text.strip():
-        return Rejected(str(f), "is empty")
-    return Document(path=path, text=text)
+        if spec.isolate and runner is not None:
+            spec.load()  # a missing library is reported here, without a round trip
+            parsed = runner.parse(spec, f)
+        else:
+            parsed = parse_in_process(spec, f, limits)
+    except ParseFailed as exc:
+        return Rejected(shown, exc.message)
+    meta: dict[str, MetadataValue] = {"source.format": parsed.format}
+    meta.update({f"source.{k}": v for k, v in parsed.metadata.items()})
+    return Document(
+        path=path, text=parsed.text, title=parsed.title.strip(), metadata=meta,
+        sections=tuple(parsed.sections), notes=tuple(parsed.warnings),
+    )
 
 
 # ----------------------------------------------------------------------------- BEIR

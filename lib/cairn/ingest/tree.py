@@ -25,16 +25,17 @@ from .. import uri as uris
 from ..errors import CairnError
 from ..models import ContextRecord, Level, MetadataValue, record_id
 from . import summaries
-from .chunking import chunk
+from .chunking import ChunkingConfig, chunk_sections, markdown_sections
 from .sources import Document, Rejected
 from .summaries import ChildSummary
 from .summarizer import DirectorySummarizer, ExtractiveSummarizer
 from .titles import DirTitleRule, shared_metadata, title_for
 
 INTRO_NAMES = ("readme", "index", "_index", "overview")
-LEAF_HASH_VERSION = "leaf-v2"
+LEAF_HASH_VERSION = "leaf-v3"  # v3: chunks cut by structure, with citations in their metadata
 _ID_LIKE = re.compile(r"^(\d+|[0-9a-f]{16,}|[0-9a-f-]{32,36})$", re.IGNORECASE)
 
+_HEADED_FORMATS = ("", "markdown", "text", "html", "docx")  # formats whose '# ...' lines are headings
 Fetch = Callable[[list[str]], Iterable[ContextRecord]]
 
 
@@ -100,7 +101,8 @@ def leaf_title(doc: Document) -> str:
     (``17``, a hash): then the start of its first sentence, since an id says nothing."""
     if doc.title:
         return doc.title
-    heading = summaries.first_heading(doc.text)
+    fmt = doc.metadata.get("source.format", "")
+    heading = summaries.first_heading(doc.text[:20_000]) if fmt in _HEADED_FORMATS else None
     if heading:
         return heading
     stem = _stem(doc.path[-1])
@@ -111,29 +113,35 @@ def leaf_title(doc: Document) -> str:
 
 
 def _leaf_records(
-    tenant: str, file_uri: str, doc: Document, now: float, rules: Sequence[DirTitleRule] = ()
+    tenant: str, file_uri: str, doc: Document, now: float, rules: Sequence[DirTitleRule] = (),
+    chunking: ChunkingConfig | None = None,
 ) -> list[ContextRecord]:
+    """One record per chunk; each chunk's citation (page, heading path, offsets) goes into its
+    metadata next to the document's own, so every match says where in the file it is."""
     title = leaf_title(doc)
     if rules:
         title = title_for(rules, doc.path, {**doc.metadata, "title": title}) or title
-    pieces = chunk(doc.text)
+    sections = doc.sections or markdown_sections(doc.text.strip())
+    text = doc.text if doc.sections else doc.text.strip()
+    pieces = chunk_sections(text, sections, chunking) or []
     out = []
-    for n, body in enumerate(pieces):
+    for n, piece in enumerate(pieces):
         leaf_uri = file_uri if len(pieces) == 1 else uris.with_chunk(file_uri, n)
-        section = summaries.first_heading(body) if len(pieces) > 1 else None
+        section = piece.label if len(pieces) > 1 or piece.page is not None else None
         title_n = f"{title} — {section}" if section and section != title else title
+        meta = {**doc.metadata, **piece.citation()}
         out.append(
             ContextRecord.build(
                 tenant=tenant,
                 uri=leaf_uri,
                 level=Level.DETAIL,
                 title=title_n,
-                abstract=summaries.first_sentences(body) or title_n,
-                text=body,
-                metadata=dict(doc.metadata),
+                abstract=summaries.first_sentences(piece.text) or title_n,
+                text=piece.text,
+                metadata=meta,
                 created_at=now,
                 updated_at=now,
-                content_hash=content_hash(LEAF_HASH_VERSION, title_n, body, doc.metadata),
+                content_hash=content_hash(LEAF_HASH_VERSION, title_n, piece.text, meta),
             )
         )
     return out
@@ -172,6 +180,7 @@ def build_tree(
     summarizer: DirectorySummarizer | None = None,
     title_rules: Sequence[DirTitleRule] = (),
     leaf_title_rules: Sequence[DirTitleRule] = (),
+    chunking: ChunkingConfig | None = None,
 ) -> Tree:
     """The records for ``documents`` placed under ``root_uri``: leaves first, then directories.
 
@@ -186,8 +195,15 @@ def build_tree(
     summarizer = summarizer or ExtractiveSummarizer()
     tree = Tree(root_uri, documents=len(documents))
     placed = _place(root_uri, documents, tree)
+    leaves = {}
+    for file_uri, doc in list(placed.items()):
+        recs = _leaf_records(tenant, file_uri, doc, now, leaf_title_rules, chunking)
+        if recs:
+            leaves[file_uri] = recs
+        else:
+            del placed[file_uri]
+            tree.rejected.append(Rejected("/".join(doc.path), "holds no text"))
     dirs = _directories(placed)
-    leaves = {file_uri: _leaf_records(tenant, file_uri, doc, now, leaf_title_rules) for file_uri, doc in placed.items()}
     ids = [r.id for recs in leaves.values() for r in recs]
     ids += [i for rel in dirs for i in dir_ids(tenant, uris.join(root_uri, *rel))]
     old = {r.id: r for r in (fetch(ids) if fetch and ids else [])}
