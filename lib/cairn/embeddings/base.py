@@ -1,13 +1,30 @@
-"""The ``Embedder`` interface: validation and batching in the base, the model in ``_embed``."""
+"""The ``Embedder`` interface: validation, batching and retries in the base, the model in ``_embed``.
+
+Adding a provider: a subclass in ``embeddings/<provider>.py`` that sets ``name`` and ``dimension``
+and fills ``_embed(texts)`` (one batch, rows L2-normalised); one that tells queries from documents
+sets ``distinguishes_input_type = True`` and takes ``_embed(texts, input_type)``. A provider that
+can be throttled raises a ``CairnError`` with ``retryable=True`` (``details={"retry_after": s}``
+when the server says how long to wait) and sets ``max_retries``: the base retries with jittered
+exponential backoff and counts the retries.
+"""
 
 from __future__ import annotations
 
+import random
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from ..errors import CairnError, EmbeddingError
+from ..errors import CairnError, ConfigError, EmbeddingError
+from ..observability.logging import get_logger
+
+log = get_logger(__name__)
+
+InputType = Literal["query", "document"]
+INPUT_TYPES: tuple[InputType, ...] = ("query", "document")
 
 
 class Embedder(ABC):
@@ -16,9 +33,21 @@ class Embedder(ABC):
     name: str = "abstract"
     dimension: int = 0
     batch_size: int = 32
+    # capability: the model embeds queries and documents differently (Cohere, Voyage, Gemini...)
+    distinguishes_input_type: bool = False
+    # retries of a retryable error from one batch (throttling, timeouts); 0 for a local model
+    max_retries: int = 0
+    backoff_s: float = 0.25
+    max_backoff_s: float = 8.0
+    sleep: Callable[[float], None] = staticmethod(time.sleep)
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts`` in batches; returns a float32 matrix (len(texts) × dimension)."""
+    def embed(self, texts: Sequence[str], input_type: InputType = "document") -> np.ndarray:
+        """Embed ``texts`` in batches; returns a float32 matrix (len(texts) × dimension).
+
+        ``input_type`` is ``"document"`` for what is stored and ``"query"`` for what is searched
+        with; a model that makes no difference ignores it."""
+        if input_type not in INPUT_TYPES:
+            raise EmbeddingError(f"input_type {input_type!r} is not valid; allowed: query, document")
         if isinstance(texts, str):
             raise EmbeddingError("embed() takes a list of texts, not a single string; use embed_one()")
         if not texts:
@@ -29,13 +58,7 @@ class Embedder(ABC):
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
             batch = [texts[i] if isinstance(texts[i], str) else str(texts[i]) for i in rows]
-            try:
-                vecs = self._embed(batch)
-            except CairnError:
-                raise
-            except Exception as exc:
-                raise EmbeddingError(f"{self.name} embedder failed: {type(exc).__name__}: {exc}") from exc
-            out[rows] = vecs
+            out[rows] = self._embed_with_retries(batch, input_type)
         self.calls = getattr(self, "calls", 0) + 1
         self.texts_embedded = getattr(self, "texts_embedded", 0) + len(texts)
         return out
@@ -43,9 +66,82 @@ class Embedder(ABC):
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 
+    def embed_query(self, text: str) -> np.ndarray:
+        """One search query's vector (the query input type where the model has one)."""
+        return self.embed([text], input_type="query")[0]
+
+    def _embed_with_retries(self, batch: list[str], input_type: InputType) -> np.ndarray:
+        attempt = 0
+        while True:
+            try:
+                vecs = self._embed(batch, input_type) if self.distinguishes_input_type else self._embed(batch)
+                return self._checked(vecs, len(batch))
+            except CairnError as exc:
+                if not exc.retryable or attempt >= self.max_retries:
+                    raise
+                hinted = exc.details.get("retry_after") if isinstance(exc.details, dict) else None
+                delay = float(hinted) if hinted is not None else self.backoff_s * (2**attempt) * (0.5 + random.random() / 2)
+                attempt += 1
+                self.retries = getattr(self, "retries", 0) + 1
+                log.info("embedding retry", embedder=self.name, attempt=attempt, max_retries=self.max_retries,
+                         delay_s=round(delay, 3), error=exc.message)
+                self.sleep(min(delay, self.max_backoff_s))
+            except Exception as exc:
+                raise EmbeddingError(f"{self.name} embedder failed: {type(exc).__name__}: {exc}") from exc
+
+    def _checked(self, vecs: Any, n: int) -> np.ndarray:
+        mat = np.asarray(vecs, dtype=np.float32)
+        if mat.ndim != 2 or mat.shape[0] != n:
+            raise EmbeddingError(f"{self.name} returned {mat.shape[0] if mat.ndim else 0} vectors for {n} texts")
+        if mat.shape[1] != self.dimension:
+            raise EmbeddingError(
+                f"{self.name} returned {mat.shape[1]}-dimensional vectors; this embedder is configured for "
+                f"{self.dimension}: set its dimension to {mat.shape[1]} (and build the index with it)"
+            )
+        return mat
+
     @abstractmethod
     def _embed(self, texts: list[str]) -> np.ndarray:
-        """Embed one batch; rows must be L2-normalised."""
+        """Embed one batch; rows must be L2-normalised. (With ``distinguishes_input_type``:
+        ``_embed(texts, input_type)``.)"""
+
+
+# --- the dimension the index was built with --------------------------------------------------
+
+
+class DimensionMismatch(ConfigError):
+    """The embedder's vectors do not have the vector index's dimension.
+
+    (To move to ``cairn.errors``; a ``ConfigError``, raised once at start-up.)"""
+
+    code = "dimension_mismatch"
+
+
+class IndexDimension(Protocol):
+    """A store that can say which dimension its index was built with (None: no index yet)."""
+
+    def index_dimension(self) -> int | None: ...
+
+
+def check_dimension(embedder: Embedder, store: Any) -> int:
+    """Check at start-up that ``embedder`` produces vectors of the dimension ``store``'s index holds.
+
+    The index's dimension comes from ``store.index_dimension()`` (None: the index does not exist
+    yet or is empty, and will be created with the embedder's dimension); a store without that
+    method is checked against the dimension it was configured with. Returns the dimension;
+    raises :class:`DimensionMismatch` naming both numbers and the two ways to fix it."""
+    want = int(embedder.dimension)
+    probe = getattr(store, "index_dimension", None)
+    found = probe() if callable(probe) else getattr(store, "dimension", None)
+    if found is None or int(found) == want:
+        return want
+    where = getattr(store, "index", None) or getattr(store, "backend", type(store).__name__)
+    raise DimensionMismatch(
+        f"the embedder {embedder.name!r} makes {want}-dimensional vectors but the vector index {where!r} "
+        f"holds {found}-dimensional ones: configure an embedder with dimension {found} "
+        f"(Titan v2 takes 256, 512 or 1024), or create a new index with dimension {want} and ingest again",
+        details={"embedder": embedder.name, "embedder_dimension": want, "index_dimension": int(found)},
+    )
 
 
 def normalize(mat: np.ndarray) -> np.ndarray:
