@@ -9,8 +9,8 @@ and classes. The chunker
    continuation the end of the previous piece (``overlap_chars``, from a word boundary) and the
    section's ``prefix`` (a table's header row);
 2. packs neighbouring small sections into one chunk while they fit, are ``mergeable`` (pages and
-   slides never are: a chunk cites one page) and no new top-level section starts once a chunk is a
-   third full.
+   slides never are: a chunk cites one page) and no new heading starts once a chunk is a third
+   full.
 
 Each :class:`Chunk` is a slice of the document's text (``start``/``end`` are offsets in it), so
 ``text[start:end]`` is the chunk without its repeated prefix. Every step is linear in the text's
@@ -212,15 +212,15 @@ def chunk_sections(text: str, sections: Sequence[Section], config: ChunkingConfi
 
 def _fits(group: list[_Piece], piece: _Piece, cfg: ChunkingConfig) -> bool:
     last = group[-1]
-    if not (piece.first and last.section.mergeable and piece.section.mergeable):
+    if not (piece.first and group[0].first and last.section.mergeable and piece.section.mergeable):
         return False
     if last.section.page != piece.section.page or last.section.kind != piece.section.kind:
         return False
     if piece.end - group[0].start + len(group[0].section.prefix) > cfg.chunk_chars:
         return False
     size = last.end - group[0].start
-    top_level = len(piece.section.heading_path) <= 1 and piece.section.heading_path != last.section.heading_path
-    return not (top_level and size > cfg.chunk_chars // 3)
+    new_heading = piece.section.heading_path != last.section.heading_path
+    return not (new_heading and size > cfg.chunk_chars // 3)
 
 
 def _make_chunk(text: str, group: list[_Piece]) -> Chunk:

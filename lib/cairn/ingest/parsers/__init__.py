@@ -46,7 +46,7 @@ class ParserSpec:
     """One format: the module and function that parse it, and the packages it needs."""
 
     format: str
-    module: str
+    module: str  # a module of this package ("pdf"), or a full dotted name for a parser of your own
     function: str
     needs: tuple[str, ...] = ()  # import names of the libraries it needs
     mime: tuple[str, ...] = ()
@@ -59,7 +59,8 @@ class ParserSpec:
         missing = self.missing()
         if missing:
             raise MissingExtra(f"{self.format} files need {', '.join(missing)}: {DOCS_EXTRA}")
-        module = importlib.import_module(f"{__name__}.{self.module}")
+        name = self.module if "." in self.module else f"{__name__}.{self.module}"
+        module = importlib.import_module(name)
         return getattr(module, self.function)  # type: ignore[no-any-return]
 
 

@@ -1,0 +1,109 @@
+"""A folder holding every format, ingested through the isolated parser process and searched with
+Cairn.find: the right page of the right PDF is found and cited; every skipped file is listed."""
+
+import os
+import time
+
+import pytest
+from benchmarks.docs_corpus import write_one_of_each, write_pdf
+from cairn.ingest import Ingestor, LocalContentStore
+from cairn.ingest.parsers import ParserSpec
+from cairn.ingest.parsers.base import Limits
+from cairn.ingest.parsers.isolation import IsolatedRunner
+from cairn.models import record_id
+from cairn.pipeline import Cairn
+from cairn.vectorstores.local import LocalVectorStore
+
+pytestmark = pytest.mark.integration
+ROOT = "cairn://resources/company"
+
+PAGES = [
+    "Annual security report. This document summarises the security programme of the company for the year.",
+    "Badge access. Visitors receive a temporary badge at the front desk and must return it when they leave. "
+    "Lost employee badges are replaced by the facilities team within one business day for a fee of ten euros.",
+    "Backups. Production databases are backed up every night and restores are tested once per quarter.",
+]
+
+
+@pytest.fixture
+def company(tmp_path):
+    folder = tmp_path / "company"
+    write_one_of_each(folder / "misc")
+    (folder / "security").mkdir()
+    write_pdf(folder / "security" / "annual-security.pdf", PAGES, "Annual security report")
+    write_pdf(folder / "security" / "travel-policy.pdf", [
+        "Travel policy. Flights are booked through the travel portal.",
+        "Hotels above two hundred euros per night need approval from a manager.",
+    ], "Travel policy")
+    (folder / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (folder / "scan.pdf").write_bytes(b"%PDF-1.4\nnot really a pdf\n%%EOF\n")
+    os.symlink("/etc/passwd", folder / "passwd.txt")
+    return folder
+
+
+def test_every_format_is_ingested_and_the_right_pdf_page_is_found_and_cited(company, tmp_path, embedder):
+    store = LocalVectorStore(tmp_path / "store", dimension=embedder.dimension)
+    content = LocalContentStore(tmp_path / "content")
+    report = Ingestor(store, embedder, "acme", content=content).ingest_path(company, ROOT)
+
+    skipped = {r.source.rsplit("/", 1)[1]: r.reason for r in report.rejected}
+    assert set(skipped) == {"logo.png", "scan.pdf", "passwd.txt"}
+    assert "unsupported file type '.png'" in skipped["logo.png"]
+    assert "PDF" in skipped["scan.pdf"] or "pdf" in skipped["scan.pdf"]
+    assert "outside the ingested folder" in skipped["passwd.txt"]
+    assert report.documents == 17  # 15 files of every format + 2 PDFs
+
+    cairn = Cairn(store, embedder, "acme", content=content)
+    result = cairn.find("how fast is a lost employee badge replaced and what does it cost?", limit=3)
+    top = result.resources[0]
+    assert top.uri == f"{ROOT}/security/annual-security.pdf#1"
+    assert top.title == "Annual security report — p. 2"
+    (rec,) = store.fetch("acme", [record_id("acme", top.uri, 2)])
+    assert rec.metadata["citation.page"] == 2 and rec.metadata["source.format"] == "pdf"
+    body = content.get("acme", f"{ROOT}/security/annual-security.pdf")
+    assert body[rec.metadata["citation.start"] : rec.metadata["citation.end"]].startswith("Badge access.")
+
+
+def test_a_parser_that_loops_is_stopped_and_the_worker_replaced(tmp_path):
+    target = tmp_path / "any.pdf"
+    target.write_bytes(b"%PDF")
+    looping = ParserSpec("pdf", "tests.hostile_parsers", "loop_forever", isolate=True)
+    with IsolatedRunner(Limits(timeout_s=2)) as runner:
+        started = time.monotonic()
+        with pytest.raises(Exception, match="took longer than 2 s and was stopped"):
+            runner.parse(looping, target)
+        assert time.monotonic() - started < 30
+        write_pdf(tmp_path / "ok.pdf", ["Still works after the restart."])
+        parsed = runner.parse(ParserSpec("pdf", "pdf", "parse_pdf", ("pypdf",), isolate=True), tmp_path / "ok.pdf")
+        assert "Still works" in parsed.text and runner.restarts == 1
+
+
+def test_a_parser_that_allocates_without_end_is_stopped_by_the_memory_bound(tmp_path):
+    target = tmp_path / "any.pdf"
+    target.write_bytes(b"%PDF")
+    hog = ParserSpec("pdf", "tests.hostile_parsers", "allocate_without_end", isolate=True)
+    with IsolatedRunner(Limits(timeout_s=60, memory_mb=600)) as runner:
+        with pytest.raises(Exception, match="more than 600 MB|more memory|died"):
+            runner.parse(hog, target)
+
+
+def test_a_pdf_whose_page_tree_points_to_itself_is_reported_not_fatal(tmp_path):
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >>",  # the page tree contains itself
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for n, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{n} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    (tmp_path / "loop.pdf").write_bytes(bytes(out))
+    with IsolatedRunner(Limits(timeout_s=20)) as runner:
+        with pytest.raises(Exception) as err:
+            runner.parse(ParserSpec("pdf", "pdf", "parse_pdf", ("pypdf",), isolate=True), tmp_path / "loop.pdf")
+    assert err.value.message  # reported with a reason (a loop, no text, or stopped), never a hang
