@@ -22,13 +22,40 @@ def above_threshold(candidates: Iterable[Candidate], threshold: float) -> list[C
     return [c for c in candidates if finite(c.score) > threshold]
 
 
-def dedupe_by_uri(candidates: Iterable[Candidate]) -> list[Candidate]:
-    """One candidate per URI (a directory's L0 and L1 share one), the highest score kept; best first."""
+def document_key(uri: str) -> str:
+    """The document a URI belongs to: a chunk (``.../guide.md#3``) belongs to its file."""
+    return uri.split("#", 1)[0]
+
+
+def dedupe_by_uri(candidates: Iterable[Candidate], collapse_chunks: bool = True) -> list[Candidate]:
+    """One candidate per URI (a directory's L0 and L1 share one), the highest score kept; best
+    first. With ``collapse_chunks`` (the default), one per document: the chunks of a file are
+    represented by their best chunk, so they do not crowd the results."""
     best: dict[str, Candidate] = {}
     for c in candidates:
-        if c.uri not in best or finite(c.score) > finite(best[c.uri].score):
-            best[c.uri] = c
+        key = document_key(c.uri) if collapse_chunks else c.uri
+        if key not in best or finite(c.score) > finite(best[key].score):
+            best[key] = c
     return sorted(best.values(), key=lambda c: (-finite(c.score), c.uri))
+
+
+def best_chunk_per_document(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Drop every chunk of a file but its best one (order kept; directories untouched): a
+    retriever calls it before cutting to its hand-on size, so that ``limit`` means documents."""
+    out: list[Candidate] = []
+    seen: dict[str, int] = {}
+    for c in candidates:
+        if "#" not in c.uri:
+            out.append(c)
+            continue
+        key = f"{document_key(c.uri)}\x00{int(c.record.level)}"
+        at = seen.get(key)
+        if at is None:
+            seen[key] = len(out)
+            out.append(c)
+        elif finite(c.score) > finite(out[at].score):
+            out[at] = c
+    return out
 
 
 def to_match(c: Candidate) -> MatchedContext:

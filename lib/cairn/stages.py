@@ -57,14 +57,18 @@ def retrieve(
     vector = embedder.embed_one(typed_query.query).tolist()
     roots = roots_for(typed_query.context_type, typed_query.target_uris, request.user)
     hand_on = 2 * request.limit if rerank_follows else request.limit
+    hybrid_text = typed_query.query if request.hybrid else None  # dense + keyword, in either mode
+    collapse = getattr(request, "collapse_chunks", True)  # one result per document unless asked
     if request.mode == "thinking":
         cfg = thinking or ThinkingConfig()
         if request.score_threshold is not None:
             cfg = replace(cfg, threshold=request.score_threshold)
-        candidates, trace = thinking_search(store, tenant, vector, roots, request.limit, request.filter, cfg, hand_on)
+        candidates, trace = thinking_search(
+            store, tenant, vector, roots, request.limit, request.filter, cfg, hand_on,
+            hybrid_text=hybrid_text, collapse_chunks=collapse,
+        )
     else:
-        hybrid_text = typed_query.query if request.hybrid else None
-        candidates, trace = quick_search(store, tenant, vector, roots, hand_on, request.filter, hybrid_text)
+        candidates, trace = quick_search(store, tenant, vector, roots, hand_on, request.filter, hybrid_text, collapse)
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace)
 

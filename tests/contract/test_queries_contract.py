@@ -9,7 +9,7 @@ import pytest
 from cairn.errors import FilterError, RecordValidationError, RequestError
 from cairn.filters import ALL_OPERATORS
 from cairn.vectorstores.base import MAX_BATCH_QUERIES, SearchMode, VectorStore
-from cairn.vectorstores.fusion import RRF_K
+from cairn.vectorstores.fusion import fuse
 
 from tests.contract.support import (
     DIM,
@@ -84,19 +84,22 @@ def test_keyword_search_ranks_by_bm25_within_the_filter_and_tenant(
     assert store.query(query(tenant, text="zebra", mode=SearchMode.KEYWORD)) == []
 
 
-def test_hybrid_search_fuses_dense_and_keyword_ranks(store: VectorStore, tenant: str) -> None:
+def test_hybrid_search_fuses_dense_and_keyword_scores(store: VectorStore, tenant: str) -> None:
     if not store.capabilities().hybrid:
         pytest.skip(f"the {store.backend} backend declares no hybrid search")
     records = seed(store, tenant)
     q = vec((1, 1.0))  # dense favours c ("Error codes"), keyword favours a, d, e ("refunds")
     hits = store.query(query(tenant, q, text="refunds", mode=SearchMode.HYBRID, limit=3))
     assert len(hits) == 3
-    dense = [h.record.id for h in store.query(query(tenant, q, limit=20))]
-    keyword = [h.record.id for h in store.query(query(tenant, text="refunds", mode=SearchMode.KEYWORD, limit=20))]
+    dense = [(h.record.id, h.score) for h in store.query(query(tenant, q, limit=20))]
+    keyword = [(h.record.id, h.score) for h in store.query(query(tenant, text="refunds", mode=SearchMode.KEYWORD, limit=20))]
+    expected = dict(fuse(dense, keyword, 3, depth=20))
+    assert [h.record.id for h in hits] == list(expected)
     for h in hits:
-        expected = sum(1.0 / (RRF_K + r.index(h.record.id) + 1) for r in (dense, keyword) if h.record.id in r)
-        assert h.score == pytest.approx(expected)
-    assert names_of(hits[:1], records) == {"a"}  # second in dense, first in keyword
+        assert h.score == pytest.approx(expected[h.record.id], abs=1e-5) and 0.0 <= h.score <= 1.0
+    assert "a" in names_of(hits, records)  # second in dense, first in keyword: kept by fusion
+    gibberish = store.query(query(tenant, q, text="qwzx plorf", mode=SearchMode.HYBRID, limit=3))
+    assert [h.score for h in gibberish] == pytest.approx([0.7 * max(s, 0.0) for _, s in dense[:3]], abs=1e-5)  # no keyword bonus
     only_skills = store.query(query(tenant, q, text="refunds", mode=SearchMode.HYBRID, filter={"context_type": "skill"}))
     assert names_of(only_skills, records) == {"g"}
 

@@ -12,7 +12,8 @@ from cairn.config import OpenSearchSettings
 from cairn.errors import FilterError, VectorStoreRequestError, VectorStoreUnavailable
 from cairn.models import ContextRecord
 from cairn.vectorstores import SearchMode, VectorQuery
-from cairn.vectorstores.opensearch import OpenSearchVectorStore, doc_id, rrf
+from cairn.vectorstores.fusion import fuse
+from cairn.vectorstores.opensearch import OpenSearchVectorStore, doc_id
 
 from tests.emulators.opensearch_emulator import (
     OpenSearchEmulator,
@@ -215,11 +216,11 @@ def test_keyword_and_hybrid(emulator: OpenSearchEmulator, store: OpenSearchVecto
     fused = store.query(hybrid)
     assert dict(emulator.requests) == {"msearch": 1}
     assert len(emulator.bodies("msearch")[0].ndjson()) == 4  # dense + keyword in one round trip
-    dense_ids = [h.record.id for h in store.query(VectorQuery(tenant="acme", vector=vec(3), limit=20))]
-    kw_ids = [h.record.id for h in store.query(VectorQuery(tenant="acme", text="refund", mode=SearchMode.KEYWORD, limit=20))]
-    expected = rrf([dense_ids, kw_ids])
-    assert [h.record.id for h in fused] == sorted(expected, key=lambda i: -expected[i])[:3]
-    assert [h.score for h in fused] == pytest.approx(sorted(expected.values(), reverse=True)[:3])
+    dense_hits = [(h.record.id, h.score) for h in store.query(VectorQuery(tenant="acme", vector=vec(3), limit=20))]
+    kw_hits = [(h.record.id, h.score) for h in store.query(VectorQuery(tenant="acme", text="refund", mode=SearchMode.KEYWORD, limit=20))]
+    expected = fuse(dense_hits, kw_hits, 3, depth=20)
+    assert [h.record.id for h in fused] == [i for i, _ in expected]
+    assert [h.score for h in fused] == pytest.approx([s for _, s in expected])
     assert store.capabilities().hybrid and store.capabilities().keyword and store.capabilities().batched_queries
 
 

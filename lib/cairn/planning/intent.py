@@ -23,6 +23,7 @@ from ..sessions.base import Message, SessionView
 from .base import raw_query
 from .parsing import PlanParseError, parse_plan
 from .prompts import Prompt, PromptLibrary
+from .scope import FolderResolver, Roots, scope_plan
 
 log = logging.getLogger("cairn.planning")
 
@@ -60,7 +61,12 @@ class IntentAnalyzer:
         timeout_s: float = 5.0,
         *,
         prompt_version: int | None = None,
+        resolver: FolderResolver | None = None,
+        roots: Roots | None = None,
     ) -> None:
+        """With ``resolver`` and ``roots``, each planned query that names a folder of the tree
+        (checked against the tree's own names, see :mod:`.scope`) is scoped to it."""
+        self.resolver, self.roots = resolver, roots
         self.llm = llm
         self.prompts = prompts or PromptLibrary.default()
         self.timeout_s = timeout_s
@@ -89,7 +95,10 @@ class IntentAnalyzer:
         )
         try:
             answer = future.result(timeout=self.timeout_s)
-            return parse_plan(answer, planner=self.name, context_type=context_type, target_uris=target_uris)
+            plan = parse_plan(answer, planner=self.name, context_type=context_type, target_uris=target_uris)
+            if self.resolver is not None and self.roots is not None:
+                plan = scope_plan(plan, self.resolver, self.roots)
+            return plan
         except FutureTimeout:
             future.cancel()
             return self._fallback(query, context_type, target_uris, "timeout", f"no answer within {self.timeout_s:g} s")

@@ -1,19 +1,22 @@
-"""The no-LLM planner of the embedded default: the raw query, rewritten from the session.
+"""The no-LLM planner of the embedded default: the raw query, scoped from the conversation.
 
 A follow-up turn rarely names what it is about ("do they have parking?"): the conversation
-does. When the current message names no entity (or refers to one with a pronoun), the planner
-looks through the recent messages, most recent first, for the entity the conversation is about
-and adds it to the query:
+does. With a :class:`~cairn.planning.scope.FolderResolver`, the planner looks for the names the
+tenant's own folders carry (titles and shared metadata; any casing, misspelt, partial or spoken
+forms) in the query, then in the recent messages, most recent first, and scopes the search to
+the folder of the first name found with enough confidence; under it, the plan says which name
+came closest and does not scope.
+
+When nothing is scoped, names written in the conversation are added to the query text:
 
 - quoted names ("The Ivy", 'Q3 report');
 - capitalised multi-word phrases and mid-sentence capitalised words (Hobsons House,
   A and B Guest House, Avalon), without the sentence-initial word and common words;
-- names from an optional vocabulary (e.g. the titles of the tenant's directories), matched in
-  any case, which also catches names a conversation writes in lower case.
+- names from an optional vocabulary, matched in any case.
 
 Names the query already contains are skipped. The plan is one typed query across every
 context type (or the requested one); ``planner="session-rewrite"`` and the reasoning says
-which name was added and from which message.
+which folder or name was used and from which message.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from dataclasses import dataclass
 from ..models import ContextType, QueryPlan
 from ..sessions.base import Message, SessionView
 from .base import raw_query
+from .names import STOP_WORDS
+from .scope import FolderResolver, Resolution
 
 PLANNER_NAME = "session-rewrite"
 LOOKBACK = 5
@@ -37,23 +42,6 @@ _PRONOUNS = re.compile(
     r"\b(it|its|it's|they|them|their|theirs|there|this|that|these|those|he|she|him|her|his|hers|"
     r"the (one|same|former|latter|place|first one|second one|last one|other one))\b",
     re.IGNORECASE,
-)
-# Generic English words that never make a name on their own (function words, conversational
-# fillers, numbers, days, months). A tenant adds its own domain words with ``stop_words=``.
-STOP_WORDS = frozenset(
-    str.split(
-        """
-        i i'm i'd i'll i've im ok okay yes yeah no not sure great good fine perfect thanks thank you
-        hello hi hey please sorry well so also and but or the a an this that these those there here
-        it its they we he she what which who whom whose when where why how is are was were be do
-        does did can could would should will shall may might must have has had let lets let's my
-        your our their his her any some all none one two three four five six seven eight nine ten
-        first second last next unfortunately however alright absolutely certainly of in on at to
-        for from by with about as if then than just number monday tuesday wednesday thursday
-        friday saturday sunday today tomorrow tonight am pm january february march april may june
-        july august september october november december email phone
-        """
-    )
 )
 _CODE = re.compile(
     r"^(?=.*\d)[A-Z0-9-]{5,}$"
@@ -171,12 +159,13 @@ class SessionRewritePlanner:
         *,
         lookback: int = LOOKBACK,
         max_names: int = 2,
-        resolver: Callable[[str, list[str]], list[str]] | None = None,
+        resolver: FolderResolver | None = None,
         roots: Callable[[ContextType | None], list[str]] | None = None,
         stop_words: Iterable[str] = (),
     ) -> None:
-        """``stop_words`` extends the generic :data:`STOP_WORDS` with a tenant's own words that
-        never name an entity (e.g. its domain's common nouns)."""
+        """``resolver`` finds the folder the conversation is about (it scopes the search);
+        ``roots`` gives the roots a context type searches; ``stop_words`` extends the generic
+        :data:`~cairn.planning.names.STOP_WORDS` for the name heuristics of the query rewrite."""
         self.stop = STOP_WORDS | {w.lower() for w in stop_words}
         names = sorted(
             {v.strip() for v in vocabulary if v and len(v.strip()) >= 3},
@@ -188,7 +177,7 @@ class SessionRewritePlanner:
         ]
         self.lookback = lookback
         self.max_names = max_names
-        self.resolver = resolver  # name -> folders named after it (scopes the search)
+        self.resolver = resolver
         self.roots = roots  # the roots a context type searches (where folders are looked up)
 
     def plan(
@@ -200,10 +189,15 @@ class SessionRewritePlanner:
         target_uris: tuple[str, ...] = (),
     ) -> QueryPlan:
         messages = list(session.recent[-self.lookback :]) if session else []
+        resolution = self._scope(query, messages, context_type, target_uris)
+        if resolution is not None and resolution.match:
+            return QueryPlan(
+                reasoning=resolution.explain(),
+                queries=(raw_query(query, context_type, resolution.folders, intent="query in the conversation's folder"),),
+                planner=self.name,
+            )
+        why_scoped = f"; {resolution.explain()}" if resolution is not None else ""
         names = self.resolve(query, messages)
-        scoped, why_scoped = self._scope(query, names, context_type, target_uris)
-        if scoped:
-            target_uris = scoped
         if not names:
             why = (
                 "no session"
@@ -215,8 +209,7 @@ class SessionRewritePlanner:
                 queries=(raw_query(query, context_type, target_uris),),
                 planner=self.name,
             )
-        # scoped to the entity's folder, the name would only pull its folders above its leaves
-        rewritten = query if scoped else f"{query} ({', '.join(m.name for m in names)})"
+        rewritten = f"{query} ({', '.join(m.name for m in names)})"
         reasoning = "added " + "; ".join(
             f"{m.name!r} ({m.source}, message {m.seq})" for m in names
         ) + why_scoped
@@ -234,20 +227,14 @@ class SessionRewritePlanner:
         )
 
     def _scope(
-        self, query: str, names: list[Mention], context_type: ContextType | None, target_uris: tuple[str, ...]
-    ) -> tuple[tuple[str, ...], str]:
-        """Folders named after the entity (the query's own, else the session's), when the caller
-        gave no targets and a resolver is configured; empty when nothing resolves."""
+        self, query: str, messages: Sequence[Message], context_type: ContextType | None, target_uris: tuple[str, ...]
+    ) -> Resolution | None:
+        """The folder the query, else the most recent message, names; None when the caller gave
+        targets or no resolver is configured."""
         if self.resolver is None or self.roots is None or target_uris:
-            return (), ""
-        own = [m.name for m in mentions(query, 0, self.vocabulary, self.stop)]
-        candidates = own + [m.name for m in names if m.name not in own]  # the query's own names first
-        roots = self.roots(context_type)
-        for name in candidates:
-            folders = self.resolver(name, roots)
-            if folders:
-                return tuple(folders), f"; scoped to {', '.join(folders)} (named {name!r})"
-        return (), ""
+            return None
+        texts = [(0, query)] + [(m.seq, m.content) for m in reversed(messages)]
+        return self.resolver.resolve(texts, self.roots(context_type))
 
     def resolve(self, query: str, messages: Sequence[Message]) -> list[Mention]:
         """The names to add: none when the query already names an entity (and uses no pronoun);

@@ -18,10 +18,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..assemble import best_chunk_per_document
 from ..models import Candidate, Level, ThinkingTrace, TraceStats, record_id
 from ..uri import is_under
 from ..uri import parent as parent_of
-from ..vectorstores import VectorHit, VectorQuery, VectorStore
+from ..vectorstores import SearchMode, VectorHit, VectorQuery, VectorStore
 from .scope import scope_filter
 from .scoring import Convergence, add_to_pool, passes, propagate, ranked, top_uris
 
@@ -68,8 +69,12 @@ def _expand_filter(directory: str, scope: str, user_filter: dict | None) -> dict
 class _Search:
     """State of one hierarchical search (kept small; the rules live in scoring.py)."""
 
-    def __init__(self, store: VectorStore, tenant: str, vector: list[float], cfg: ThinkingConfig, limit: int, user_filter: dict | None):
+    def __init__(
+        self, store: VectorStore, tenant: str, vector: list[float], cfg: ThinkingConfig, limit: int, user_filter: dict | None,
+        text: str | None = None,
+    ):
         self.store, self.tenant, self.vector, self.cfg = store, tenant, vector, cfg
+        self.text = text  # set: every search is hybrid (dense + keyword)
         self.qvec = _unit(np.asarray(vector, dtype=np.float32))
         self.limit, self.user_filter = limit, user_filter
         self.pool: dict[str, Candidate] = {}
@@ -125,11 +130,16 @@ class _Search:
         if rec.level is not Level.DETAIL and expandable:
             self.push_dir(rec.uri, score)
 
+    def request(self, filter: dict[str, Any], limit: int) -> VectorQuery:
+        mode = SearchMode.HYBRID if self.text else SearchMode.DENSE
+        return VectorQuery(tenant=self.tenant, vector=self.vector, text=self.text, mode=mode, filter=filter, limit=limit)
+
     def global_search(self, roots: list[str]) -> None:
         k = self.cfg.global_k(self.limit)
-        hits = self.store.query(VectorQuery(tenant=self.tenant, vector=self.vector, filter=scope_filter(roots, self.user_filter), limit=k))
+        req = self.request(scope_filter(roots, self.user_filter), k)
+        hits = self.store.query(req)
         self.trace.stats.vector_calls += 1
-        self.trace.add("global_search", detail=f"roots={roots} limit={k} hits={len(hits)}")
+        self.trace.add("global_search", detail=f"roots={roots} limit={k} mode={req.mode.value} hits={len(hits)}")
         self.take_all(hits, 0.0, 0, "global", roots)
         if self.cfg.scope == "subtree":
             return  # the global search already searched the roots' whole subtrees
@@ -152,10 +162,7 @@ class _Search:
 
     def expand(self, dirs: list[str], round_: int, roots: list[str]) -> None:
         k = self.cfg.per_dir_k(self.limit)
-        requests = [
-            VectorQuery(tenant=self.tenant, vector=self.vector, filter=_expand_filter(d, self.cfg.scope, self.user_filter), limit=k)
-            for d in dirs
-        ]
+        requests = [self.request(_expand_filter(d, self.cfg.scope, self.user_filter), k) for d in dirs]
         results = self.store.query_many(requests)  # one call for the whole round
         self.trace.stats.vector_calls += 1
         self.trace.stats.directories_searched += len(dirs)
@@ -189,11 +196,18 @@ def thinking_search(
     user_filter: dict | None = None,
     config: ThinkingConfig | None = None,
     hand_on: int | None = None,
+    hybrid_text: str | None = None,
+    collapse_chunks: bool = True,
 ) -> tuple[list[Candidate], ThinkingTrace]:
-    """Hierarchical search; returns the best ``hand_on`` (default ``limit``) candidates and the trace."""
+    """Hierarchical search; returns the best ``hand_on`` (default ``limit``) candidates and the trace.
+    With ``hybrid_text`` and a backend that declares hybrid search, every search (the global one
+    and each expansion) fuses dense and keyword scores; without, it is dense and the trace says so."""
     cfg = config or ThinkingConfig()
     started = time.perf_counter()
-    s = _Search(store, tenant, vector, cfg, limit, user_filter)
+    hybrid = bool(hybrid_text) and store.capabilities().hybrid
+    s = _Search(store, tenant, vector, cfg, limit, user_filter, hybrid_text if hybrid else None)
+    if hybrid_text and not hybrid:
+        s.trace.add("fallback", detail=f"the {store.backend} backend has no hybrid search: dense only")
     if not roots:
         s.trace.stats.stop_reason = "no_roots"
         return [], s.trace
@@ -212,7 +226,8 @@ def thinking_search(
     s.trace.stats.rounds = rounds
     s.trace.stats.stop_reason = stop
     s.trace.add("stop", round=rounds, detail=stop)
-    out = ranked(s.pool.values())[: hand_on or limit]
+    pool = ranked(s.pool.values())
+    out = (best_chunk_per_document(pool) if collapse_chunks else pool)[: hand_on or limit]
     s.trace.stats.candidates_kept = len(out)
     s.trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return out, s.trace

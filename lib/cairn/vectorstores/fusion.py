@@ -1,9 +1,21 @@
-"""Reciprocal-rank fusion, shared by every backend that offers hybrid search.
+"""Hybrid fusion, shared by every backend that offers hybrid search.
 
 Hybrid search runs a dense and a keyword (BM25) search for the same query, each ``depth``
-deep, and fuses the two rankings: a record scores ``sum(1 / (k + rank))`` over the rankings it
-appears in (ranks start at 1), with ``k = 60`` (Cormack et al., 2009). Both the local and the
-OpenSearch store use these functions, so a hybrid score means the same on both.
+deep, and fuses them with a **convex combination** of their scores::
+
+    score = w · max(cosine, 0) + (1 − w) · bm25 / max(bm25)
+
+with ``w = DENSE_WEIGHT``. Not reciprocal-rank fusion: RRF keeps only ranks, so a query that
+matches nothing still gets "first in both lists" scores (gibberish came back at 0.50 under a
+0.1 threshold). Here the dense part keeps its absolute scale (an unrelated text stays near 0)
+and BM25, normalised by the best keyword score of the query, is a bounded bonus: a fused score
+lies in 0..1 and the score threshold means what it means in dense mode. A query none of whose
+words the corpus knows gets no keyword bonus at all.
+
+A record one list did not return takes that list's floor: the lowest score the list holds
+when it was cut at ``depth`` (everything below scores at most that), else 0 (the list held
+every match). Both the local and the OpenSearch store call :func:`fuse`, so a hybrid score
+means the same on both; the local reranker uses the same combination.
 """
 
 from __future__ import annotations
@@ -15,7 +27,7 @@ from .base import MAX_QUERY_LIMIT
 
 K = TypeVar("K", bound=Hashable)
 
-RRF_K = 60
+DENSE_WEIGHT = 0.7
 
 
 def hybrid_depth(limit: int) -> int:
@@ -23,17 +35,32 @@ def hybrid_depth(limit: int) -> int:
     return min(max(2 * limit, 20), MAX_QUERY_LIMIT)
 
 
-def rrf(rankings: Sequence[Sequence[K]], k: int = RRF_K) -> dict[K, float]:
-    """Reciprocal-rank fusion: ``sum(1 / (k + rank))`` over the rankings a key appears in (rank from 1)."""
+def _floor(scores: Sequence[float], depth: int) -> float:
+    return min(scores) if scores and len(scores) >= depth else 0.0
+
+
+def fuse(
+    dense: Sequence[tuple[K, float]],
+    keyword: Sequence[tuple[K, float]],
+    limit: int,
+    *,
+    depth: int | None = None,
+    dense_weight: float = DENSE_WEIGHT,
+) -> list[tuple[K, float]]:
+    """The ``limit`` best keys of ``w·max(cos, 0) + (1−w)·bm25/max(bm25)``, best first (ties:
+    dense order, then keyword order). ``dense``/``keyword``: (key, score) best first, each cut
+    at ``depth`` (default ``hybrid_depth(limit)``)."""
+    depth = depth or hybrid_depth(limit)
+    cos = dict(dense)
+    kw = dict(keyword)
+    best_kw = max(kw.values(), default=0.0)
+    cos_floor = _floor([s for _, s in dense], depth)
+    kw_floor = _floor([s for _, s in keyword], depth)
+    order = list(dict.fromkeys([k for k, _ in dense] + [k for k, _ in keyword]))
     fused: dict[K, float] = {}
-    for ranking in rankings:
-        for rank, key in enumerate(ranking, start=1):
-            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
-    return fused
-
-
-def rrf_top(rankings: Sequence[Sequence[K]], limit: int, k: int = RRF_K) -> list[tuple[K, float]]:
-    """The ``limit`` best keys after fusion, best first; ties keep first-seen order (dense first)."""
-    fused = rrf(rankings, k)
-    best = sorted(fused, key=lambda key: -fused[key])[:limit]
-    return [(key, fused[key]) for key in best]
+    for key in order:
+        c = max(cos.get(key, cos_floor), 0.0)
+        b = kw.get(key, kw_floor) / best_kw if best_kw > 0 else 0.0
+        fused[key] = dense_weight * c + (1.0 - dense_weight) * b
+    ranked = sorted(order, key=lambda key: -fused[key])  # stable: ties keep dense, then keyword order
+    return [(key, fused[key]) for key in ranked[:limit]]

@@ -18,7 +18,7 @@ Partitions load lazily, one tenant at a time: an unreadable one fails only its t
   restricted to the union of the batch's pre-filtered rows when that is small.
 * **Keyword** search is BM25 (``bm25s``, imported only when a keyword or hybrid query runs)
   over title + abstract + text, indexed per tenant and rebuilt lazily after a write;
-  **hybrid** fuses dense and BM25 with reciprocal-rank fusion (:mod:`.fusion`, as OpenSearch).
+  **hybrid** fuses dense and BM25 scores (a convex combination, :mod:`.fusion`, as OpenSearch).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ..filters import tree as t
 from ..models import ContextRecord
 from . import local_persistence as persist
 from .base import Capabilities, SearchMode, VectorHit, VectorQuery, VectorStore
-from .fusion import hybrid_depth, rrf_top
+from .fusion import fuse, hybrid_depth
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 _SUBSET_FRACTION = 0.5  # score only the pre-filtered rows when they are fewer than this share
@@ -474,7 +474,7 @@ class LocalVectorStore(VectorStore):
         keyword = self._keyword_ranking(part, req, mask)
         if req.mode is SearchMode.KEYWORD:
             return [self._hit(part, r, s, req) for r, s in keyword]
-        fused = rrf_top([[r for r, _ in dense], [r for r, _ in keyword]], req.limit)
+        fused = fuse(dense, keyword, req.limit, depth=hybrid_depth(req.limit))
         return [self._hit(part, r, s, req) for r, s in fused]
 
     def _keyword_ranking(self, part: _Partition, req: VectorQuery, mask: np.ndarray | None) -> list[tuple[int, float]]:

@@ -7,7 +7,7 @@
   neighbours come from the filtered set). Scores are turned back from OpenSearch's
   ``(1 + cos) / 2`` into the cosine similarity, so every backend reports the same number.
 * Keyword search is BM25 ``multi_match`` over ``title.text^2``, ``abstract`` and ``text``;
-  hybrid runs dense and keyword in one ``_msearch`` and fuses them with reciprocal-rank fusion.
+  hybrid runs dense and keyword in one ``_msearch`` and fuses their scores (:mod:`.fusion`).
 * ``query_many`` is one ``_msearch`` round trip; upserts are chunked ``_bulk`` requests.
 * 429, 5xx and timeouts are retried with exponential backoff; then ``VectorStoreUnavailable``.
 
@@ -38,7 +38,7 @@ from .base import (
     VectorQuery,
     VectorStore,
 )
-from .fusion import hybrid_depth, rrf, rrf_top  # noqa: F401 - rrf is re-exported for callers
+from .fusion import fuse, hybrid_depth
 
 if TYPE_CHECKING:
     from ..config import OpenSearchSettings
@@ -353,12 +353,14 @@ class OpenSearchVectorStore(VectorStore):
 
     def _fuse(self, request: VectorQuery, dense: dict[str, Any], keyword: dict[str, Any]) -> list[VectorHit]:
         by_id: dict[str, dict[str, Any]] = {}
-        rankings = []
-        for response in (dense, keyword):
+        scored = []
+        for response, is_dense in ((dense, True), (keyword, False)):
             hits = [h for h in response["hits"]["hits"] if h["_source"].get("tenant") == request.tenant]
             by_id.update({h["_id"]: h for h in hits})
-            rankings.append([h["_id"] for h in hits])
-        return [VectorHit(record=_record(by_id[i], request), score=score) for i, score in rrf_top(rankings, request.limit)]
+            # the knn score is (1 + cosine) / 2 (cosinesimil space); fusion takes the cosine
+            scored.append([(h["_id"], 2.0 * h["_score"] - 1.0 if is_dense else h["_score"]) for h in hits])
+        fused = fuse(scored[0], scored[1], request.limit, depth=hybrid_depth(request.limit))
+        return [VectorHit(record=_record(by_id[i], request), score=score) for i, score in fused]
 
     def _where(self) -> str:
         hosts = getattr(getattr(self._client, "transport", None), "hosts", None) or ["?"]
