@@ -36,18 +36,10 @@ WORKER = textwrap.dedent(
     import json, os, signal, sys, time
     from pathlib import Path
     import numpy as np
-    from cairn.embeddings.base import Embedder, normalize
-    from cairn.ingest import Ingestor
-    from cairn.ingest.sources import Document
     from cairn.models import ContextRecord
     from cairn.vectorstores import VectorQuery
     from cairn.vectorstores import local_persistence as persist
     from cairn.vectorstores.local import LocalVectorStore
-
-    class Tiny(Embedder):
-        name, dimension = "tiny", 4
-        def _embed(self, texts):
-            return normalize(np.array([[len(t) + 1, t.count("e") + 1, t.count(" ") + 1, 1] for t in texts], dtype=np.float32))
 
     args = json.loads(sys.argv[1])
     home, mode = Path(args["home"]), args["mode"]
@@ -65,6 +57,15 @@ WORKER = textwrap.dedent(
         time.sleep(0.005)
     store = LocalVectorStore(home / "store", dimension=4)
     if mode == "ingest":
+        from cairn.embeddings.base import Embedder, normalize
+        from cairn.ingest import Ingestor
+        from cairn.ingest.sources import Document
+
+        class Tiny(Embedder):
+            name, dimension = "tiny", 4
+            def _embed(self, texts):
+                return normalize(np.array([[len(t) + 1, t.count("e") + 1, t.count(" ") + 1, 1] for t in texts], dtype=np.float32))
+
         docs = [Document(("notes", f"n{i}.md"), f"note {i} of root {args['root']}: " + "word " * (i % 7)) for i in range(args["docs"])]
         Ingestor(store, Tiny(), "acme", batch_size=args["batch"]).ingest(docs, f"cairn://resources/r{args['root']}")
     elif mode == "delete":

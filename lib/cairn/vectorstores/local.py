@@ -23,8 +23,6 @@ Partitions load lazily, one tenant at a time: an unreadable one fails only its t
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 from functools import lru_cache
 from collections.abc import Callable, Iterator, Mapping
@@ -34,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import VectorStoreError
 from ..filters import tree as t
 from ..models import ContextRecord
 from . import local_persistence as persist

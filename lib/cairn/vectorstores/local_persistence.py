@@ -142,11 +142,36 @@ class Manifest:
         return json.dumps(body, indent=1).encode()
 
 
-@dataclass
 class Segment:
-    docs: list[dict[str, Any]]
-    vectors: np.ndarray
-    deleted: list[str] = field(default_factory=list)
+    """One committed write: the records it put (ids, JSON lines, unit vectors) and the ids it deleted.
+
+    Records are parsed from their lines only when asked for (:meth:`doc`), so a compaction moves
+    lines and vectors without parsing or re-encoding a single record.
+    """
+
+    def __init__(self, docs: list[dict[str, Any]], vectors: np.ndarray, deleted: Sequence[str] = ()) -> None:
+        self.ids = [d["id"] for d in docs]
+        self.lines = [json.dumps(d, ensure_ascii=False).encode() for d in docs]
+        self._docs: list[dict[str, Any] | None] = list(docs)
+        self.vectors = vectors
+        self.deleted = list(deleted)
+
+    @classmethod
+    def from_raw(cls, ids: list[str], lines: list[bytes], vectors: np.ndarray, deleted: Sequence[str]) -> Segment:
+        seg = cls.__new__(cls)
+        seg.ids, seg.lines, seg.vectors, seg.deleted = ids, lines, vectors, list(deleted)
+        seg._docs = [None] * len(ids)
+        return seg
+
+    def doc(self, row: int) -> dict[str, Any]:
+        doc = self._docs[row]
+        if doc is None:
+            doc = self._docs[row] = json.loads(self.lines[row])
+        return doc
+
+    @property
+    def docs(self) -> list[dict[str, Any]]:
+        return [self.doc(r) for r in range(len(self.ids))]
 
 
 @dataclass
@@ -173,13 +198,14 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_segment(path: Path, seg: Segment, dimension: int) -> None:
-    docs = "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in seg.docs).encode()
-    deleted = json.dumps(seg.deleted).encode()
-    vectors = np.ascontiguousarray(seg.vectors, dtype="<f4").reshape(len(seg.docs), dimension)
-    header = json.dumps({"rows": len(seg.docs), "dimension": dimension,
+    ids = json.dumps(seg.ids, ensure_ascii=False).encode()
+    docs = b"\n".join(seg.lines)
+    deleted = json.dumps(seg.deleted, ensure_ascii=False).encode()
+    vectors = np.ascontiguousarray(seg.vectors, dtype="<f4").reshape(len(seg.ids), dimension)
+    header = json.dumps({"rows": len(seg.ids), "dimension": dimension, "ids_bytes": len(ids),
                          "docs_bytes": len(docs), "deleted_bytes": len(deleted)}).encode()
     with open(path, "wb") as fh:
-        fh.write(_MAGIC + struct.pack("<Q", len(header)) + header + docs + deleted)
+        fh.write(_MAGIC + struct.pack("<Q", len(header)) + header + ids + docs + deleted)
         fh.write(vectors.tobytes())
         _step("segment_written")
         fh.flush()
@@ -195,15 +221,15 @@ def read_segment(path: Path, dimension: int) -> Segment:
         rows, dim = int(head["rows"]), int(head["dimension"])
         if dim != dimension:
             raise ValueError(f"{path.name} holds {dim}-d vectors, the store holds {dimension}-d")
-        docs_raw = fh.read(head["docs_bytes"])
-        deleted_raw = fh.read(head["deleted_bytes"])
+        sizes = (head["ids_bytes"], head["docs_bytes"], head["deleted_bytes"])
+        ids_raw, docs_raw, deleted_raw = (fh.read(n) for n in sizes)
         vectors = np.fromfile(fh, dtype="<f4", count=rows * dim)
-    if len(docs_raw) != head["docs_bytes"] or len(deleted_raw) != head["deleted_bytes"] or vectors.size != rows * dim:
+    if [len(ids_raw), len(docs_raw), len(deleted_raw)] != list(sizes) or vectors.size != rows * dim:
         raise ValueError(f"{path.name} is truncated")
-    docs = [json.loads(line) for line in docs_raw.splitlines()]
-    if len(docs) != rows:
-        raise ValueError(f"{path.name} holds {len(docs)} records, its header says {rows}")
-    return Segment(docs, vectors.astype(np.float32, copy=False).reshape(rows, dim), json.loads(deleted_raw))
+    ids, lines = json.loads(ids_raw), docs_raw.split(b"\n") if rows else []
+    if len(ids) != rows or len(lines) != rows:
+        raise ValueError(f"{path.name} holds {len(ids)} ids and {len(lines)} records, its header says {rows}")
+    return Segment.from_raw(ids, lines, vectors.astype(np.float32, copy=False).reshape(rows, dim), json.loads(deleted_raw))
 
 
 # ---------------------------------------------------------------- one partition's folder
@@ -372,7 +398,7 @@ class PartitionFiles:
         write_segment(self.dir / name, seg, self.dimension)
         _fsync_dir(self.dir)
         _step("segment_synced")
-        return SegmentRef(name, len(seg.docs), len(seg.deleted))
+        return SegmentRef(name, len(seg.ids), len(seg.deleted))
 
     def _replace_manifest(self, man: Manifest, written: str, replaced: str) -> None:
         tmp = self.dir / f"{MANIFEST}.{os.getpid()}.tmp"
@@ -411,35 +437,43 @@ class PartitionFiles:
 # ---------------------------------------------------------------- pure functions
 
 
-def replay(man: Manifest, segments: Sequence[Segment], dimension: int) -> Snapshot:
-    """Apply segments in order: each deletes its ids, then puts its records (the last put wins)."""
+def _live(segments: Sequence[Segment]) -> dict[str, tuple[int, int]]:
+    """id -> (segment, row) of its latest put, applying segments in order (deletes, then puts)."""
     where: dict[str, tuple[int, int]] = {}
     for s, seg in enumerate(segments):
         for i in seg.deleted:
             where.pop(i, None)
-        for r, doc in enumerate(seg.docs):
-            where.pop(doc["id"], None)  # re-inserted ids move to the end, as a fresh insert would
-            where[doc["id"]] = (s, r)
-    ids = list(where)
-    docs = [segments[s].docs[r] for s, r in where.values()]
-    if len(segments) == 1 and len(ids) == len(segments[0].docs):
-        matrix = segments[0].vectors
-    else:
-        offsets = np.cumsum([0] + [len(seg.docs) for seg in segments])
-        rows = np.fromiter((offsets[s] + r for s, r in where.values()), dtype=np.int64, count=len(ids))
-        stacked = np.concatenate([seg.vectors for seg in segments]) if segments else np.zeros((0, dimension), np.float32)
-        matrix = stacked[rows]
-    return Snapshot(man, ids, docs, np.asarray(matrix, dtype=np.float32).reshape(len(ids), dimension))
+        for r, i in enumerate(seg.ids):
+            where.pop(i, None)  # a re-inserted id moves to the end, as a fresh insert would
+            where[i] = (s, r)
+    return where
+
+
+def _gather(segments: Sequence[Segment], where: dict[str, tuple[int, int]], dimension: int) -> np.ndarray:
+    if len(segments) == 1 and len(where) == len(segments[0].ids):
+        return segments[0].vectors
+    if not segments:
+        return np.zeros((0, dimension), np.float32)
+    offsets = np.cumsum([0] + [len(seg.ids) for seg in segments])
+    rows = np.fromiter((offsets[s] + r for s, r in where.values()), dtype=np.int64, count=len(where))
+    return np.concatenate([seg.vectors for seg in segments])[rows]
+
+
+def replay(man: Manifest, segments: Sequence[Segment], dimension: int) -> Snapshot:
+    """The live rows after applying ``segments`` in order."""
+    where = _live(segments)
+    docs = [segments[s].doc(r) for s, r in where.values()]
+    matrix = np.asarray(_gather(segments, where, dimension), dtype=np.float32).reshape(len(where), dimension)
+    return Snapshot(man, list(where), docs, matrix)
 
 
 def merge(segments: Sequence[Segment], *, full: bool, dimension: int) -> Segment:
-    """One segment equivalent to ``segments`` applied in order; ``full`` drops its tombstones."""
-    snap = replay(Manifest("", dimension), segments, dimension)
-    deleted: list[str] = []
-    if not full:
-        alive = set(snap.ids)
-        deleted = sorted({i for seg in segments for i in seg.deleted} - alive)
-    return Segment(snap.docs, snap.matrix, deleted)
+    """One segment equivalent to ``segments`` applied in order; ``full`` drops its tombstones.
+    Records are moved as their stored lines, never parsed."""
+    where = _live(segments)
+    deleted = [] if full else sorted({i for seg in segments for i in seg.deleted} - where.keys())
+    lines = [segments[s].lines[r] for s, r in where.values()]
+    return Segment.from_raw(list(where), lines, _gather(segments, where, dimension), deleted)
 
 
 def merge_start(refs: Sequence[SegmentRef], max_segments: int) -> int | None:
@@ -585,7 +619,7 @@ class DiskPartitions(Generic[P]):
             for seg in segments:
                 if seg.deleted:
                     part.delete(seg.deleted)  # type: ignore[union-attr]
-                if seg.docs:
+                if seg.ids:
                     part.put(seg.docs, seg.vectors)  # type: ignore[union-attr]
         else:
             return self._load(tenant, files, sig, parts)

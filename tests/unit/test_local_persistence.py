@@ -1,0 +1,139 @@
+"""The local store's files: tenant folder names, lazy per-tenant loading, isolation of a broken
+partition, the old two-file format, compaction, and two store objects on one folder."""
+
+import json
+
+import numpy as np
+import pytest
+from cairn.errors import VectorStoreError
+from cairn.models import ContextRecord
+from cairn.vectorstores import VectorQuery
+from cairn.vectorstores import local_persistence as persist
+from cairn.vectorstores.base import _TENANT_RE
+from cairn.vectorstores.local import LocalVectorStore
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytestmark = pytest.mark.unit
+DIM = 4
+
+
+def rec(tenant, name, vec=(1.0, 0.0, 0.0, 0.0), **kw):
+    return ContextRecord.build(tenant=tenant, uri=f"cairn://resources/{name}", level=2, vector=list(vec), **kw)
+
+
+def uris(store, tenant):
+    return sorted(h.record.uri for h in store.query(VectorQuery(tenant=tenant, vector=[1.0, 1, 1, 1], limit=1000)))
+
+
+@pytest.mark.parametrize(("tenant", "folder"), [
+    ("acme", "acme"),  # lower-case names keep the folder they always had
+    ("globex-2.eu", "globex-2.eu"),
+    ("GLOBEX", "_g_l_o_b_e_x"),
+    ("Globex", "_globex"),
+    ("a_b", "a__b"),
+    ("con", "_-con"),
+    ("nul.txt", "_-nul.txt"),
+    ("Nul.txt", "_nul.txt"),  # the escape already keeps it off the reserved names
+    ("end.", "end_0"),
+])
+def test_tenant_folder_names(tenant, folder):
+    assert persist.storage_name(tenant) == folder
+
+
+@given(st.from_regex(_TENANT_RE, fullmatch=True), st.from_regex(_TENANT_RE, fullmatch=True))
+def test_folder_names_differ_on_a_case_insensitive_file_system(a, b):
+    fa, fb = persist.storage_name(a), persist.storage_name(b)
+    assert (fa.casefold() == fb.casefold()) == (a == b)
+    assert fa == fa.lower() and "/" not in fa and not fa.endswith(".") and len(fa.encode()) <= 255
+
+
+def test_tenants_differing_only_by_case_keep_separate_records(tmp_path):
+    s = LocalVectorStore(tmp_path, dimension=DIM)
+    s.upsert([rec("GLOBEX", "upper"), rec("globex", "lower")])
+    fresh = LocalVectorStore(tmp_path, dimension=DIM)
+    assert uris(fresh, "GLOBEX") == ["cairn://resources/upper"]
+    assert uris(fresh, "globex") == ["cairn://resources/lower"]
+
+
+def test_a_broken_partition_fails_only_its_tenant_and_says_how_to_repair(tmp_path):
+    s = LocalVectorStore(tmp_path, dimension=DIM)
+    s.upsert([rec("acme", "a"), rec("beta", "b")])
+    (tmp_path / "tenants" / "beta" / "MANIFEST").write_text("{not json")
+    fresh = LocalVectorStore(tmp_path, dimension=DIM)
+    assert uris(fresh, "acme") == ["cairn://resources/a"]
+    fresh.upsert([rec("acme", "a2")])
+    with pytest.raises(VectorStoreError) as err:
+        fresh.count("beta")
+    assert "tenant 'beta'" in err.value.message and "move that folder aside" in err.value.message
+    assert "Other tenants are not affected" in err.value.message
+
+
+def test_a_missing_segment_is_reported_for_its_partition(tmp_path):
+    s = LocalVectorStore(tmp_path, dimension=DIM)
+    s.upsert([rec("acme", "a")])
+    for seg in (tmp_path / "tenants" / "acme").glob("seg-*.bin"):
+        seg.unlink()
+    with pytest.raises(VectorStoreError, match="tenant 'acme'.*missing"):
+        LocalVectorStore(tmp_path, dimension=DIM).count("acme")
+
+
+def test_a_store_in_the_old_two_file_format_is_read_and_converted_on_the_first_write(tmp_path):
+    tdir = tmp_path / "tenants" / "acme"
+    tdir.mkdir(parents=True)
+    old = [rec("acme", "old1", (1, 0, 0, 0)), rec("acme", "old2", (0, 1, 0, 0))]
+    (tdir / "records.jsonl").write_text("".join(json.dumps(r.model_dump(mode="json", exclude={"vector"})) + "\n" for r in old))
+    np.save(tdir / "vectors.npy", np.asarray([r.vector for r in old], dtype=np.float32))
+    s = LocalVectorStore(tmp_path, dimension=DIM)
+    assert uris(s, "acme") == ["cairn://resources/old1", "cairn://resources/old2"]
+    s.upsert([rec("acme", "new")])
+    assert not (tdir / "records.jsonl").exists() and (tdir / "MANIFEST").exists()
+    assert uris(LocalVectorStore(tmp_path, dimension=DIM), "acme") == [
+        "cairn://resources/new", "cairn://resources/old1", "cairn://resources/old2"]
+
+
+def test_an_old_folder_named_by_an_upper_case_tenant_moves_to_its_new_name(tmp_path):
+    tdir = tmp_path / "tenants" / "Acme"
+    tdir.mkdir(parents=True)
+    r = rec("Acme", "old")
+    (tdir / "records.jsonl").write_text(json.dumps(r.model_dump(mode="json", exclude={"vector"})) + "\n")
+    np.save(tdir / "vectors.npy", np.asarray([r.vector], dtype=np.float32))
+    assert uris(LocalVectorStore(tmp_path, dimension=DIM), "Acme") == ["cairn://resources/old"]
+    assert (tmp_path / "tenants" / "_acme").is_dir()
+
+
+def test_two_store_objects_on_one_folder_see_each_others_writes(tmp_path):
+    a, b = LocalVectorStore(tmp_path, dimension=DIM), LocalVectorStore(tmp_path, dimension=DIM)
+    a.upsert([rec("acme", "x")])
+    assert uris(b, "acme") == ["cairn://resources/x"]
+    b.upsert([rec("acme", "y")])
+    b.delete("acme", [rec("acme", "x").id])
+    assert uris(a, "acme") == ["cairn://resources/y"]
+    a.upsert([rec("acme", "z")])  # a writes on top of b's commits, it does not replace them
+    assert uris(b, "acme") == uris(a, "acme") == ["cairn://resources/y", "cairn://resources/z"]
+
+
+def test_many_small_writes_keep_few_segments_and_every_record(tmp_path):
+    s = LocalVectorStore(tmp_path, dimension=DIM)
+    for i in range(60):
+        s.upsert([rec("acme", f"r{i}", (1, i, 0, 0), title=f"v{i}")])
+        if i % 3 == 0:
+            s.delete("acme", [rec("acme", f"r{i - 1}").id])
+        if i % 5 == 0:
+            s.upsert([rec("acme", f"r{i // 2}", (0, 1, 0, 0), title="again")])
+    manifest = json.loads((tmp_path / "tenants" / "acme" / "MANIFEST").read_text())
+    assert len(manifest["segments"]) <= persist.MAX_SEGMENTS
+    assert len(list((tmp_path / "tenants" / "acme").glob("seg-*.bin"))) == len(manifest["segments"])
+    fresh = LocalVectorStore(tmp_path, dimension=DIM)
+    assert uris(fresh, "acme") == uris(s, "acme")
+    assert {r.title for r in fresh.fetch("acme", [rec("acme", f"r{i}").id for i in range(0, 30, 5)])} == {"again"}
+
+
+@pytest.mark.parametrize(("weights", "start"), [
+    ([5] * 8, None),                    # at the limit: nothing to do
+    ([1000, 100, 10, 1, 1, 1, 1, 1, 1], 3),  # the small newest ones merge, the big old ones stay
+    ([1] * 9, 0),                       # equal sizes: everything merges, tombstones go
+])
+def test_compaction_merges_the_newest_segments(weights, start):
+    refs = [persist.SegmentRef(f"seg-{i:010d}.bin", w - 1, 0) for i, w in enumerate(weights)]
+    assert persist.merge_start(refs, 8) == start
