@@ -151,6 +151,44 @@ class Ingestor:
         report.warnings = [f"{'/'.join(d.path)}: {note}" for d in docs for note in d.notes] + report.warnings
         return report
 
+    def ingest_urls(
+        self, urls: Sequence[str], root_uri: str, progress: Progress = _quiet, *, sitemap: str | None = None,
+        client: object = None, max_pages: int | None = None,
+    ) -> IngestReport:
+        """Fetch ``urls`` (and the pages ``sitemap`` lists), robots.txt respected, and make the tree
+        under ``root_uri`` hold exactly those pages (see :mod:`cairn.ingest.web`)."""
+        from .parsers.isolation import IsolatedRunner
+        from .web import MAX_PAGES, read_urls, sitemap_urls
+
+        limit = max_pages or MAX_PAGES
+        todo = list(urls)
+        rejected: list[Rejected] = []
+        if sitemap:
+            import httpx
+
+            own = client is None
+            http = client or httpx.Client(follow_redirects=True, timeout=20.0)
+            try:
+                todo += sitemap_urls(http, sitemap, limit=limit)
+            except Exception as exc:  # noqa: BLE001 - a bad sitemap is reported; the listed URLs still go on
+                rejected.append(Rejected(sitemap, f"sitemap could not be read: {type(exc).__name__}: {exc}"))
+            finally:
+                if own:
+                    http.close()  # type: ignore[union-attr]
+        runner = IsolatedRunner(self.limits) if self.isolate_parsers else None
+        docs: list[Document] = []
+        try:
+            for item in read_urls(todo, client=client, limits=self.limits, runner=runner, max_pages=limit):
+                (docs if isinstance(item, Document) else rejected).append(item)  # type: ignore[arg-type]
+                progress("fetch", len(docs) + len(rejected), len(todo))
+        finally:
+            if runner is not None:
+                runner.close()
+        report = self.ingest(docs, root_uri, progress)
+        report.rejected = rejected + report.rejected
+        report.warnings = [f"{'/'.join(d.path)}: {note}" for d in docs for note in d.notes] + report.warnings
+        return report
+
     def _read_folder(self, path: Path, progress: Progress) -> tuple[list[Document], list[Rejected]]:
         from .parsers.isolation import IsolatedRunner
 
