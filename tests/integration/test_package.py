@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def build():
     spec = importlib.util.spec_from_file_location("cairn_package_build", REPO / "infra" / "package" / "build.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
