@@ -107,3 +107,16 @@ def test_a_pdf_whose_page_tree_points_to_itself_is_reported_not_fatal(tmp_path):
         with pytest.raises(Exception) as err:
             runner.parse(ParserSpec("pdf", "pdf", "parse_pdf", ("pypdf",), isolate=True), tmp_path / "loop.pdf")
     assert err.value.message  # reported with a reason (a loop, no text, or stopped), never a hang
+
+
+def test_two_parser_workers_give_the_same_documents_in_the_same_order(tmp_path):
+    from cairn.ingest.parsers.isolation import RunnerPool
+    from cairn.ingest.sources import read_folder, split_items
+
+    write_one_of_each(tmp_path / "a")
+    write_one_of_each(tmp_path / "b")
+    serial, _ = split_items(read_folder(tmp_path))
+    with RunnerPool(workers=2) as pool:
+        parallel, rejected = split_items(read_folder(tmp_path, runner=pool))
+    assert rejected == []
+    assert [(d.path, d.text) for d in parallel] == [(d.path, d.text) for d in serial]

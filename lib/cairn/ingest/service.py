@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from .. import uri as uris
@@ -35,7 +36,7 @@ from ..vectorstores import VectorStore
 from .chunking import ChunkingConfig
 from .content import ContentStore
 from .parsers.base import Limits
-from .sources import Document, Rejected, read_beir, read_folder, split_items
+from .sources import Document, Rejected, read_beir, read_folder
 from .summaries import ChildSummary
 from .summarizer import DirectorySummarizer, ExtractiveSummarizer
 from .titles import DirTitleRule
@@ -116,11 +117,13 @@ class Ingestor:
         chunking: ChunkingConfig | None = None,
         limits: Limits | None = None,
         isolate_parsers: bool = True,
+        parse_workers: int = 1,
     ) -> None:
         """``chunking`` sets chunk size and overlap (:class:`ChunkingConfig`); ``limits`` bound each
         file a folder ingest reads (:class:`~cairn.ingest.parsers.base.Limits`); with
         ``isolate_parsers`` the binary formats (PDF, Office, HTML, XML, YAML) are parsed in a worker
-        process bounded by ``limits.timeout_s`` and ``limits.memory_mb``."""
+        process bounded by ``limits.timeout_s`` and ``limits.memory_mb``; ``parse_workers`` such
+        processes parse files in parallel."""
         self.store = store
         self.embedder = embedder
         self.tenant = tenant
@@ -133,6 +136,7 @@ class Ingestor:
         self.chunking = chunking or ChunkingConfig()
         self.limits = limits or Limits()
         self.isolate_parsers = isolate_parsers
+        self.parse_workers = max(1, parse_workers)
 
     # ----------------------------------------------------------------- sources
 
@@ -143,13 +147,8 @@ class Ingestor:
         if format not in ("folder", "beir"):
             raise IngestError(f"unknown format {format!r}; supported: folder, beir")
         if format == "beir":
-            docs, rejected = split_items(read_beir(path))
-        else:
-            docs, rejected = self._read_folder(path, progress)
-        report = self.ingest(docs, root_uri, progress)
-        report.rejected = rejected + report.rejected
-        report.warnings = [f"{'/'.join(d.path)}: {note}" for d in docs for note in d.notes] + report.warnings
-        return report
+            return self._ingest_items(lambda runner: read_beir(path), root_uri, progress, parse=False)
+        return self._ingest_items(lambda runner: read_folder(path, limits=self.limits, runner=runner), root_uri, progress)
 
     def ingest_urls(
         self, urls: Sequence[str], root_uri: str, progress: Progress = _quiet, *, sitemap: str | None = None,
@@ -157,30 +156,45 @@ class Ingestor:
     ) -> IngestReport:
         """Fetch ``urls`` (and the pages ``sitemap`` lists), robots.txt respected, and make the tree
         under ``root_uri`` hold exactly those pages (see :mod:`cairn.ingest.web`)."""
-        from .parsers.isolation import IsolatedRunner
         from .web import MAX_PAGES, read_urls, sitemap_urls
 
         limit = max_pages or MAX_PAGES
         todo = list(urls)
-        rejected: list[Rejected] = []
+        early: list[Rejected] = []
         if sitemap:
             import httpx
 
-            own = client is None
             http = client or httpx.Client(follow_redirects=True, timeout=20.0)
             try:
                 todo += sitemap_urls(http, sitemap, limit=limit)
             except Exception as exc:  # noqa: BLE001 - a bad sitemap is reported; the listed URLs still go on
-                rejected.append(Rejected(sitemap, f"sitemap could not be read: {type(exc).__name__}: {exc}"))
+                early.append(Rejected(sitemap, f"sitemap could not be read: {type(exc).__name__}: {exc}"))
             finally:
-                if own:
+                if client is None:
                     http.close()  # type: ignore[union-attr]
-        runner = IsolatedRunner(self.limits) if self.isolate_parsers else None
+
+        def items(runner: Any) -> Iterable[Document | Rejected]:
+            yield from early
+            yield from read_urls(todo, client=client, limits=self.limits, runner=runner, max_pages=limit)
+
+        return self._ingest_items(items, root_uri, progress)
+
+    def _ingest_items(
+        self, source: Callable[[Any], Iterable[Document | Rejected]], root_uri: str, progress: Progress, parse: bool = True
+    ) -> IngestReport:
+        """Read every item of ``source`` (given a parser runner, closed afterwards), then sync the root;
+        the report lists what was rejected and what the parsers could not keep."""
+        from .parsers.isolation import IsolatedRunner, RunnerPool
+
+        runner: Any = None
+        if parse and self.isolate_parsers:
+            runner = RunnerPool(self.limits, self.parse_workers) if self.parse_workers > 1 else IsolatedRunner(self.limits)
         docs: list[Document] = []
+        rejected: list[Rejected] = []
         try:
-            for item in read_urls(todo, client=client, limits=self.limits, runner=runner, max_pages=limit):
+            for item in source(runner):
                 (docs if isinstance(item, Document) else rejected).append(item)  # type: ignore[arg-type]
-                progress("fetch", len(docs) + len(rejected), len(todo))
+                progress("read", len(docs) + len(rejected), 0)
         finally:
             if runner is not None:
                 runner.close()
@@ -188,21 +202,6 @@ class Ingestor:
         report.rejected = rejected + report.rejected
         report.warnings = [f"{'/'.join(d.path)}: {note}" for d in docs for note in d.notes] + report.warnings
         return report
-
-    def _read_folder(self, path: Path, progress: Progress) -> tuple[list[Document], list[Rejected]]:
-        from .parsers.isolation import IsolatedRunner
-
-        runner = IsolatedRunner(self.limits) if self.isolate_parsers else None
-        docs: list[Document] = []
-        rejected: list[Rejected] = []
-        try:
-            for item in read_folder(path, limits=self.limits, runner=runner):
-                (docs if isinstance(item, Document) else rejected).append(item)  # type: ignore[arg-type]
-                progress("read", len(docs) + len(rejected), 0)
-        finally:
-            if runner is not None:
-                runner.close()
-        return docs, rejected
 
     # ----------------------------------------------------------------- ingest (sync a root)
 

@@ -222,15 +222,33 @@ def read_folder(root: Path, *, limits: Limits | None = None, runner: Any = None)
     they are parsed in this process (a page bound still holds, not a time or memory bound).
     """
     limits = limits or Limits()
-    for item in walk(root):
-        if not isinstance(item, FoundFile):
-            yield Rejected(item.source, item.reason)
-            continue
-        suffix = Path(item.rel[-1]).suffix.lower()
-        if suffix in JSON_SUFFIXES:
-            yield from read_json_file(item.path, item.rel, shown=item.shown)
-        else:
-            yield read_file(item.path, item.rel, limits=limits, runner=runner, shown=item.shown)
+    workers = getattr(runner, "workers", 1)
+    if workers <= 1:
+        for item in walk(root):
+            yield from _read_found(item, limits, runner)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    # files are parsed by ``workers`` worker processes at once; results keep the walk's order
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cairn-parse") as pool:
+        pending: list[Any] = []
+        for item in walk(root):
+            pending.append(pool.submit(lambda i=item: list(_read_found(i, limits, runner))))
+            while len(pending) > 4 * workers:
+                yield from pending.pop(0).result()
+        for future in pending:
+            yield from future.result()
+
+
+def _read_found(item: Any, limits: Limits, runner: Any) -> Iterator[Document | Rejected]:
+    if not isinstance(item, FoundFile):
+        yield Rejected(item.source, item.reason)
+        return
+    suffix = Path(item.rel[-1]).suffix.lower()
+    if suffix in JSON_SUFFIXES:
+        yield from read_json_file(item.path, item.rel, shown=item.shown)
+    else:
+        yield read_file(item.path, item.rel, limits=limits, runner=runner, shown=item.shown)
 
 
 def read_file(

@@ -147,6 +147,14 @@ def decode_text(raw: bytes) -> str:
         raise ParseFailed(f"is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
+def read_text(path: Path, limits: Limits) -> str:
+    """A UTF-8 text file (Markdown, code, ...) within ``limits.max_text_bytes`` and ``limits.max_chars``."""
+    text = decode_text(read_bytes(path, limits.max_text_bytes))
+    if len(text) > limits.max_chars:
+        raise ParseFailed(f"text is {len(text):,} characters; the limit is {limits.max_chars:,}")
+    return text
+
+
 def check_zip(path: Path, limits: Limits) -> None:
     """Refuse an Office file whose zip would expand past the limits (a zip bomb), before opening it.
 

@@ -19,7 +19,7 @@ import re
 import warnings
 from pathlib import Path
 
-from .base import Limits, Parsed, ParseFailed, Section, decode_text, read_bytes
+from .base import Limits, Parsed, Section, read_text
 
 BIG_CLASS_LINES = 60
 
@@ -73,15 +73,9 @@ def _spans_to_sections(text: str, spans: list[tuple[int, int, str, tuple[str, ..
     return out
 
 
-def _read(path: Path, limits: Limits) -> str:
-    text = decode_text(read_bytes(path, limits.max_text_bytes))
-    if len(text) > limits.max_chars:
-        raise ParseFailed(f"text is {len(text):,} characters; the limit is {limits.max_chars:,}")
-    return text
-
 
 def parse_python(path: Path, limits: Limits) -> Parsed:
-    text = _read(path, limits)
+    text = read_text(path, limits)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
@@ -127,7 +121,7 @@ def tree_sitter_available() -> bool:
 
 
 def parse_code(path: Path, limits: Limits) -> Parsed:
-    text = _read(path, limits)
+    text = read_text(path, limits)
     lang = LANGUAGES.get(path.suffix.lower(), "code")
     if lang == "code" or not tree_sitter_available():
         return _heuristic(text, lang)

@@ -127,3 +127,38 @@ class IsolatedRunner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class RunnerPool:
+    """Several :class:`IsolatedRunner` s, so files are parsed in parallel (one per worker process);
+    ``parse`` may be called from several threads at once."""
+
+    def __init__(self, limits: Limits | None = None, workers: int = 2) -> None:
+        import queue
+
+        self.workers = max(1, workers)
+        self._runners = [IsolatedRunner(limits) for _ in range(self.workers)]
+        self._free: queue.SimpleQueue[IsolatedRunner] = queue.SimpleQueue()
+        for r in self._runners:
+            self._free.put(r)
+
+    @property
+    def restarts(self) -> int:
+        return sum(r.restarts for r in self._runners)
+
+    def parse(self, spec: Any, path: Path) -> Parsed:
+        runner = self._free.get()
+        try:
+            return runner.parse(spec, path)
+        finally:
+            self._free.put(runner)
+
+    def close(self) -> None:
+        for r in self._runners:
+            r.close()
+
+    def __enter__(self) -> RunnerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

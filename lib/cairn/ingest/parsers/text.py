@@ -5,22 +5,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .base import Limits, Parsed, ParseFailed, decode_text, read_bytes
+from .base import Limits, Parsed, read_text
 
 _RST_UNDERLINE = re.compile(r"(?m)^(?P<title>[^\s].*)\n(?P<line>[=\-~^\"'`#*+]{3,})[ \t]*$")
 
-
-def _read(path: Path, limits: Limits) -> str:
-    text = decode_text(read_bytes(path, limits.max_text_bytes))
-    if len(text) > limits.max_chars:
-        raise ParseFailed(f"text is {len(text):,} characters; the limit is {limits.max_chars:,}")
-    return text
 
 
 def parse_markdown(path: Path, limits: Limits) -> Parsed:
     from ..chunking import markdown_sections
 
-    text = _read(path, limits)
+    text = read_text(path, limits)
     return Parsed(text=text, sections=markdown_sections(text), format="markdown")
 
 
@@ -29,7 +23,7 @@ def parse_text(path: Path, limits: Limits) -> Parsed:
     sections so an ``.rst`` file is cut at its titles too."""
     from ..chunking import markdown_sections
 
-    text = _read(path, limits)
+    text = read_text(path, limits)
     if path.suffix.lower() == ".rst":
         return Parsed(text=text, sections=_rst_sections(text), format="rst")
     return Parsed(text=text, sections=markdown_sections(text, kind="text"), format="text")
