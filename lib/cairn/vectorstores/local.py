@@ -255,6 +255,7 @@ class _Partition:
         self.rows: dict[str, int] = {}
         self.docs: list[dict[str, Any]] = []
         self.matrix = np.zeros((0, dimension), dtype=np.float32)
+        self._buffer: np.ndarray | None = None  # ``matrix`` is a view of its first rows, when set
         self._columns: _Columns | None = None
         self._keyword: _Keyword | None = None
 
@@ -279,8 +280,20 @@ class _Partition:
                 self.docs[row] = doc
                 self.matrix[row] = unit_vectors[n]
         if new_rows:
-            self.matrix = np.vstack([self.matrix, unit_vectors[new_rows]])
+            self._append_rows(unit_vectors[new_rows])
         self.changed()
+
+    def _append_rows(self, vectors: np.ndarray) -> None:
+        """Append to the matrix in place when its buffer has room (grown by 1/8): a small write
+        into a big partition does not copy the whole matrix."""
+        n, add = self.matrix.shape[0], len(vectors)
+        buf = self._buffer
+        if buf is None or self.matrix.base is not buf or buf.shape[0] < n + add:
+            buf = np.empty((n + add + n // 8 + 1024, self.matrix.shape[1]), dtype=np.float32)
+            buf[:n] = self.matrix
+            self._buffer = buf
+        buf[n : n + add] = vectors
+        self.matrix = buf[: n + add]
 
     def delete(self, ids: list[str]) -> int:
         doomed = {self.rows[i] for i in ids if i in self.rows}

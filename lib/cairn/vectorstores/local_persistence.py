@@ -459,10 +459,20 @@ def _gather(segments: Sequence[Segment], where: dict[str, tuple[int, int]], dime
     return np.concatenate([seg.vectors for seg in segments])[rows]
 
 
+def _parse_all(segments: Sequence[Segment], where: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
+    """The live records, parsed as one JSON array (a third faster than a loads per line)."""
+    pending = [(s, r) for s, r in where.values() if segments[s]._docs[r] is None]
+    if pending:
+        parsed = json.loads(b"[" + b",".join(segments[s].lines[r] for s, r in pending) + b"]")
+        for (s, r), doc in zip(pending, parsed, strict=True):
+            segments[s]._docs[r] = doc
+    return [segments[s].doc(r) for s, r in where.values()]
+
+
 def replay(man: Manifest, segments: Sequence[Segment], dimension: int) -> Snapshot:
     """The live rows after applying ``segments`` in order."""
     where = _live(segments)
-    docs = [segments[s].doc(r) for s, r in where.values()]
+    docs = _parse_all(segments, where)
     matrix = np.asarray(_gather(segments, where, dimension), dtype=np.float32).reshape(len(where), dimension)
     return Snapshot(man, list(where), docs, matrix)
 
