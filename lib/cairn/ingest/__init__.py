@@ -7,9 +7,20 @@ Build a tree from Python::
     ingestor = Ingestor(store, embedder, "default", content=LocalContentStore(".cairn/content"),
                         title_rules=(DirTitleRule(2, "{entity_name}"),))  # folder titles from metadata
     report = ingestor.ingest(docs, "cairn://resources/corpus")
+
+Ingest a folder of documents (PDF, HTML, Office, tables, code, ...; ``pip install 'cairn[docs]'``)::
+
+    ingestor = Ingestor(store, embedder, "default", content=LocalContentStore(".cairn/content"),
+                        chunking=ChunkingConfig(chunk_chars=1200, overlap_chars=150))
+    report = ingestor.ingest_path(Path("handbook"), "cairn://resources/handbook")
+    for r in report.rejected:
+        print(r.source, r.reason)
 """
 
+from .chunking import Chunk, ChunkingConfig
 from .content import ContentNotFound, ContentStore, LocalContentStore, S3ContentStore
+from .parsers import ParseFailed, parser_for
+from .parsers.base import Limits
 from .reader import ReadResult, read
 from .service import Ingestor, IngestReport
 from .sources import (
@@ -25,6 +36,8 @@ from .summarizer import DirectorySummarizer, ExtractiveSummarizer, LLMSummarizer
 from .titles import DirTitleRule
 
 __all__ = [
+    "Chunk",
+    "ChunkingConfig",
     "ContentNotFound",
     "ContentStore",
     "DirTitleRule",
@@ -35,11 +48,14 @@ __all__ = [
     "IngestReport",
     "Ingestor",
     "LLMSummarizer",
+    "Limits",
+    "ParseFailed",
     "LocalContentStore",
     "ReadResult",
     "Rejected",
     "S3ContentStore",
     "context_root",
+    "parser_for",
     "read",
     "read_beir",
     "read_folder",
