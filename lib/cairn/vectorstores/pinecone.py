@@ -6,9 +6,10 @@ missing) and each user metadata key ``k`` as ``md_<k>``. ``text`` then ``abstrac
 metadata stays within Pinecone's 40 KB per vector; every cut is counted in ``truncations``.
 
 Upserts go in batches of at most 1,000 vectors and 2 MB. ``query_many`` runs its queries
-concurrently (Pinecone has no batch query). Retries are cairn's, not the SDK's: exponential
-backoff with jitter on 429, 408, 5xx, timeouts and connection errors, ``max_retries`` times; the
-SDK's own REST retry loop is switched off so the two do not multiply.
+concurrently (Pinecone has no batch query). Retries are cairn's, not the SDK's: the one
+:class:`~cairn.retry.RetryPolicy` (full jitter, ``Retry-After`` honoured) on the retryable HTTP
+statuses of :mod:`cairn.retry`, timeouts and connection errors; the SDK's own REST retry loop is
+switched off so the two do not multiply.
 
 ``count`` without a filter reads ``describe_index_stats`` (which lags writes by a few seconds on
 real Pinecone). ``count`` and ``delete_by_filter`` with a filter list the matching ids with one
@@ -24,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import random
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +39,7 @@ from ..errors import (
     VectorStoreUnavailable,
 )
 from ..models import ContextRecord
+from ..retry import RetryPolicy, is_retryable_status
 from .base import Capabilities, VectorHit, VectorQuery, VectorStore
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ _RECORD_FIELDS = (
     "abstract", "text", "tags", "created_at", "updated_at", "active_count", "content_hash",
 )
 _INT_FIELDS = ("depth", "level", "active_count")
-_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
 def _json_size(obj: Any) -> int:
@@ -193,12 +193,12 @@ class PineconeVectorStore(VectorStore):
         backoff_s: float = 0.25,
         max_backoff_s: float = 8.0,
         sleep: Callable[[float], None] = time.sleep,
+        retry: RetryPolicy | None = None,
     ) -> None:
         super().__init__(dimension=dimension)
         self.index_host = index_host
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
+        self.retry = retry or RetryPolicy.of_retries(max_retries, backoff_s, max_backoff_s)
+        self.max_retries = self.retry.max_retries
         self.pool_threads = pool_threads
         self.truncations = 0
         self.retries = 0
@@ -228,30 +228,19 @@ class PineconeVectorStore(VectorStore):
     # ----------------------------------------------------------------- retries and errors
 
     def _retrying(self, fn: Callable[[], T]) -> T:
-        attempt = 0
-        while True:
-            try:
-                return fn()
-            except Exception as exc:
-                if attempt >= self.max_retries or not self._is_retryable(exc):
-                    raise
-                delay = self._delay(attempt, getattr(exc, "retry_after", None))
-                attempt += 1
-                self.retries += 1
-                log.info("pinecone_retry", extra={"attempt": attempt, "delay_s": delay, "error": type(exc).__name__})
-                self._sleep(delay)
+        return self.retry.call(fn, retryable=self._is_retryable, sleep=self._sleep, on_retry=self._retried,
+                               what="pinecone")
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        backoff = min(self.max_backoff_s, self.backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
-        return min(self.max_backoff_s, max(backoff, retry_after or 0.0))
+    def _retried(self, attempt: int, delay: float, exc: BaseException) -> None:
+        self.retries += 1
 
     @staticmethod
-    def _is_retryable(exc: Exception) -> bool:
+    def _is_retryable(exc: BaseException) -> bool:
         from pinecone.errors.exceptions import ApiError, PineconeConnectionError, PineconeTimeoutError
 
         if isinstance(exc, PineconeTimeoutError | PineconeConnectionError):
             return True
-        return isinstance(exc, ApiError) and exc.status_code in _RETRYABLE_STATUS
+        return isinstance(exc, ApiError) and is_retryable_status(exc.status_code)
 
     def _map_error(self, exc: Exception) -> CairnError | None:
         from pinecone.errors.exceptions import ApiError, PineconeError, PineconeValueError
