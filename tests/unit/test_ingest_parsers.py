@@ -172,3 +172,29 @@ def test_the_registry_maps_extensions_and_mime_types():
     assert parser_for("page", mime="text/html; charset=utf-8").format == "html"
     assert parser_for("image.png") is None
     assert all(spec.isolate for ext, spec in PARSERS.items() if ext in (".pdf", ".docx", ".pptx", ".xlsx"))
+
+
+def test_code_is_cut_into_functions_and_classes_and_a_big_class_into_methods(tmp_path, every_format):
+    methods = "\n".join(f"    def step_{i}(self):\n" + "".join(f"        x = {j}\n" for j in range(8)) for i in range(10))
+    (tmp_path / "jobs.py").write_text(f"import os\n\n\nclass Pipeline:\n    '''Runs steps.'''\n\n{methods}\n\ndef main():\n    return 0\n")
+    doc = read_file(tmp_path / "jobs.py", ("jobs.py",))
+    labels = [s.label for s in doc.sections]
+    assert "class Pipeline" in labels and "def Pipeline.step_3" in labels and "def main" in labels
+    step = next(s for s in doc.sections if s.label == "def Pipeline.step_3")
+    assert step.heading_path == ("Pipeline", "step_3") and doc.text[step.start:].startswith("    def step_3(self):")
+    js = {s.label for s in every_format["client.js"].sections}
+    from cairn.ingest.parsers.code import tree_sitter_available
+
+    if tree_sitter_available():
+        assert {"function declaration fetchOrders", "class declaration Cart"} <= js
+    else:
+        assert {"function fetchOrders(id) {", "class Cart {"} <= js
+
+
+def test_without_tree_sitter_other_languages_are_cut_at_top_level_lines(tmp_path, monkeypatch):
+    from cairn.ingest.parsers import code
+
+    monkeypatch.setattr(code, "tree_sitter_available", lambda: False)
+    (tmp_path / "main.go").write_text("package main\n\nimport \"fmt\"\n\nfunc hello() {\n\n\tfmt.Println(1)\n}\n\nfunc main() {\n\thello()\n}\n")
+    doc = read_file(tmp_path / "main.go", ("main.go",))
+    assert [s.label for s in doc.sections] == ["package main", 'import "fmt"', "func hello() {", "func main() {"]

@@ -47,9 +47,6 @@ class _Lines:
             return len(self.text)
         return self.starts[lineno] - 1
 
-    def line_of(self, offset: int) -> int:
-        return bisect.bisect_right(self.starts, offset)
-
 
 def _spans_to_sections(text: str, spans: list[tuple[int, int, str, tuple[str, ...]]], lang: str) -> list[Section]:
     """Sections for definition spans (start, end, label, path), with the code between them too."""
