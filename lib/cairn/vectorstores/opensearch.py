@@ -9,7 +9,10 @@
 * Keyword search is BM25 ``multi_match`` over ``title.text^2``, ``abstract`` and ``text``;
   hybrid runs dense and keyword in one ``_msearch`` and fuses their scores (:mod:`.fusion`).
 * ``query_many`` is one ``_msearch`` round trip; upserts are chunked ``_bulk`` requests.
-* 429, 5xx and timeouts are retried with exponential backoff; then ``VectorStoreUnavailable``.
+* Requests that fail with a retryable status (:mod:`cairn.retry`), a timeout or a connection
+  error are retried by the one :class:`~cairn.retry.RetryPolicy` (full jitter), wrapped around
+  opensearch-py's transport (whose own retries are off); then ``VectorStoreUnavailable``.
+  opensearch-py does not keep response headers on its errors, so ``Retry-After`` cannot be read.
 
 opensearch-py is imported lazily, by this module only.
 """
@@ -18,10 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
@@ -31,6 +33,7 @@ from ..errors import (
     VectorStoreUnavailable,
 )
 from ..models import ContextRecord
+from ..retry import RetryPolicy, is_retryable_status
 from .base import (
     Capabilities,
     SearchMode,
@@ -43,7 +46,6 @@ from .fusion import fuse, hybrid_depth
 if TYPE_CHECKING:
     from ..config import OpenSearchSettings
 
-RETRY_STATUSES = (429, 500, 502, 503, 504)
 KEYWORD_FIELDS = ("title.text^2", "abstract", "text")
 _MAX_ID_BYTES = 512
 _KEYWORD = {"type": "keyword"}
@@ -85,25 +87,30 @@ def doc_id(tenant: str, record_id: str) -> str:
     return out
 
 
-def _backoff_transport(backoff_s: float, cap_s: float = 5.0) -> type:
-    """opensearch-py's Transport, sleeping with exponential backoff and jitter between retries."""
+def is_retryable_opensearch_error(exc: BaseException) -> bool:
+    """Timeouts, connection errors, and HTTP answers whose status is retryable."""
+    from opensearchpy import exceptions as osx
+
+    if isinstance(exc, osx.ConnectionTimeout | osx.ConnectionError):
+        return True
+    return isinstance(exc, osx.TransportError) and is_retryable_status(exc.status_code)
+
+
+def _policy_transport(policy: RetryPolicy, sleep: Callable[[float], None]) -> type:
+    """opensearch-py's Transport with every request run under ``policy`` (its own loop makes one try)."""
     from opensearchpy import Transport
 
-    class BackoffTransport(Transport):  # type: ignore[misc]
-        _attempts = threading.local()
-
+    class PolicyTransport(Transport):  # type: ignore[misc]
         def perform_request(self, *args: Any, **kwargs: Any) -> Any:
-            self._attempts.n = 0
-            return super().perform_request(*args, **kwargs)
+            parent = super().perform_request
+            return policy.call(lambda: parent(*args, **kwargs), retryable=is_retryable_opensearch_error,
+                               sleep=sleep, what="opensearch")
 
-        def mark_dead(self, connection: Any) -> None:  # called once before every retry
-            super().mark_dead(connection)
-            attempt = getattr(self._attempts, "n", 0)
-            self._attempts.n = attempt + 1
-            if attempt < self.max_retries:
-                time.sleep(min(cap_s, backoff_s * 2**attempt) * random.uniform(0.5, 1.0))
+    return PolicyTransport
 
-    return BackoffTransport
+
+class _Throttled(Exception):
+    """Some items of a ``_bulk`` were answered 429."""
 
 
 class OpenSearchVectorStore(VectorStore):
@@ -130,6 +137,8 @@ class OpenSearchVectorStore(VectorStore):
         bulk_max_docs: int = 500,
         bulk_max_bytes: int = 5 * 1024 * 1024,
         refresh: str | bool = "wait_for",
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         super().__init__(dimension=dimension)
         if engine not in ("lucene", "faiss"):
@@ -137,7 +146,9 @@ class OpenSearchVectorStore(VectorStore):
         if client is None and not url:
             raise ConfigError("OpenSearchVectorStore needs a url (CAIRN_OPENSEARCH_URL) or a client")
         self.index, self.engine = index, engine
-        self.max_retries, self.backoff_s = max_retries, backoff_s
+        self.retry = retry or RetryPolicy.of_retries(max_retries, backoff_s, cap_s=5.0)
+        self.max_retries = self.retry.max_retries
+        self._sleep = sleep or time.sleep
         self.bulk_max_docs, self.bulk_max_bytes, self.refresh = bulk_max_docs, bulk_max_bytes, refresh
         self._owns_client = client is None
         self._client = client if client is not None else self._build_client(
@@ -166,11 +177,9 @@ class OpenSearchVectorStore(VectorStore):
             hosts=[url],
             http_auth=_http_auth(auth, username, password, region, service, credentials),
             timeout=timeout_s,
-            max_retries=self.max_retries,
-            retry_on_status=RETRY_STATUSES,
-            retry_on_timeout=True,
+            max_retries=0,  # the policy retries, around the transport
             verify_certs=verify_certs,
-            transport_class=_backoff_transport(self.backoff_s),
+            transport_class=_policy_transport(self.retry, self._sleep),
         )
 
     def close(self) -> None:
@@ -305,7 +314,8 @@ class OpenSearchVectorStore(VectorStore):
         """Send one ``_bulk``; items throttled with 429 are sent again with backoff."""
         results: list[dict[str, Any]] = [{} for _ in lines]
         pending = list(range(len(lines)))
-        for attempt in range(self.max_retries + 1):
+
+        def send() -> None:
             body = "\n".join(lines[n] for n in pending) + "\n"
             response = self._client.bulk(body=body, index=self.index, refresh=refresh)
             throttled = []
@@ -313,11 +323,15 @@ class OpenSearchVectorStore(VectorStore):
                 results[n] = item
                 if next(iter(item.values())).get("status") == 429:
                     throttled.append(n)
-            if not throttled:
-                break
-            pending = throttled
-            if attempt < self.max_retries:
-                time.sleep(min(5.0, self.backoff_s * 2**attempt))
+            if throttled:
+                pending[:] = throttled
+                raise _Throttled()
+
+        try:
+            self.retry.call(send, retryable=lambda e: isinstance(e, _Throttled), sleep=self._sleep,
+                            what="opensearch_bulk_items")
+        except _Throttled:
+            pass  # the items still throttled are reported below, with their status
         _raise_item_errors(results)
         return results
 
