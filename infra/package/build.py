@@ -16,7 +16,7 @@ left out: the Lambda python3.12 runtime provides them.
 has one version) for the Lambda platform and writes ``name==version --hash=sha256:...`` lines;
 ``build`` installs with ``--require-hashes --no-deps`` from those files only, so a build is the same
 on every machine. Wheels are cached in ``build/package/wheels`` (gitignored): a second build does
-not download.
+not download, and a layer whose lock did not change is not reinstalled (only cairn is recopied).
 
 **Sizes.** Lambda's limit is 262,144,000 bytes for a function and its layers, unzipped. ``build``
 prints every function's size for every configuration the template accepts (store × embedder × LLM,
@@ -26,6 +26,7 @@ less ``REFUSED``) and fails naming the function and configuration over the limit
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import shutil
@@ -225,6 +226,13 @@ def build_layer(name: str, out: Path, wheels: Path = WHEELS) -> Path:
     if not lockfile.exists():
         raise SystemExit(f"{lockfile.relative_to(REPO)} is missing: run `python infra/package/build.py lock`")
     target = out / "python"
+    stamp = out / ".lock.sha256"  # the lock the installed packages came from: unchanged -> reuse them
+    digest = hashlib.sha256(lockfile.read_bytes() + repr(layer).encode()).hexdigest()
+    if target.exists() and stamp.exists() and stamp.read_text() == digest:
+        if layer.with_cairn:
+            shutil.rmtree(target / "cairn", ignore_errors=True)
+            _copy_cairn(target)
+        return target
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
@@ -238,6 +246,7 @@ def build_layer(name: str, out: Path, wheels: Path = WHEELS) -> Path:
         shutil.rmtree(target / rel, ignore_errors=True)
     if layer.with_cairn:
         _copy_cairn(target)
+    stamp.write_text(digest)
     return target
 
 
