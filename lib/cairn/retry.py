@@ -29,8 +29,10 @@ T = TypeVar("T")
 log = get_logger(__name__)
 
 #: HTTP statuses worth another try, for every HTTP client (Pinecone, OpenSearch, OpenAI-compatible
-#: LLMs, rerank APIs): request timeout, too early, throttled, and the transient server errors.
-RETRYABLE_HTTP_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+#: LLMs, rerank APIs): request timeout, too early, throttled, and every 5xx except the two that
+#: say the server will never do it (501 Not Implemented, 505 HTTP Version Not Supported).
+RETRYABLE_4XX = frozenset({408, 425, 429})
+PERMANENT_5XX = frozenset({501, 505})
 
 #: AWS error codes worth another try (botocore clients: Bedrock, DynamoDB, S3), next to any 5xx.
 RETRYABLE_AWS_CODES = frozenset({
@@ -39,17 +41,20 @@ RETRYABLE_AWS_CODES = frozenset({
     "SlowDown", "ServiceUnavailable", "ServiceUnavailableException", "InternalServerError",
     "InternalServerException", "InternalFailure", "ModelNotReadyException", "ModelTimeoutException",
     "TransactionInProgressException", "RequestTimeout", "RequestTimeoutException",
+    "BadGatewayException", "DependencyFailedException", "ServiceQuotaExceededException",
 })
 
 
 def is_retryable_status(status: object) -> bool:
     """One answer for every HTTP client: may trying again with the same request help?"""
-    return isinstance(status, int) and status in RETRYABLE_HTTP_STATUSES
+    if not isinstance(status, int) or isinstance(status, bool):
+        return False
+    return status in RETRYABLE_4XX or (500 <= status < 600 and status not in PERMANENT_5XX)
 
 
 def is_retryable_aws_error(code: object, status: object = None) -> bool:
     """The same question for a botocore ``ClientError`` (its ``Error.Code`` and HTTP status)."""
-    return code in RETRYABLE_AWS_CODES or (isinstance(status, int) and status >= 500)
+    return code in RETRYABLE_AWS_CODES or is_retryable_status(status)
 
 
 def parse_retry_after(value: str | float | None, *, now: float | None = None) -> float | None:

@@ -79,8 +79,9 @@ def test_no_retry_starts_that_would_end_past_the_deadline():
 
 
 @pytest.mark.parametrize(("status", "retryable"), [
-    (408, True), (425, True), (429, True), (500, True), (502, True), (503, True), (504, True),
-    (400, False), (401, False), (403, False), (404, False), (409, False), (413, False), (501, False), (None, False),
+    (408, True), (425, True), (429, True), (500, True), (502, True), (503, True), (504, True), (529, True),
+    (400, False), (401, False), (403, False), (404, False), (409, False), (413, False), (501, False), (505, False),
+    (None, False), ("N/A", False), (True, False),
 ])
 def test_one_set_of_retryable_http_statuses(status, retryable):
     assert is_retryable_status(status) is retryable
@@ -88,6 +89,7 @@ def test_one_set_of_retryable_http_statuses(status, retryable):
 
 def test_aws_codes():
     assert is_retryable_aws_error("ThrottlingException") and is_retryable_aws_error("X", 503)
+    assert is_retryable_aws_error("X", 429)
     assert not is_retryable_aws_error("ValidationException", 400)
 
 

@@ -27,17 +27,12 @@ import os
 from typing import Any
 
 from ..errors import ConfigError, RerankError
+from ..retry import is_retryable_aws_error
 from .base import Reranker, scores_from_indexed, with_retries
 
 MAX_SOURCES = 1000
 MAX_TEXT_CHARS = 32_000
 MAX_PAGES = 20
-_RETRYABLE_CODES = frozenset({
-    "ThrottlingException", "InternalServerException", "BadGatewayException", "DependencyFailedException",
-    "ServiceQuotaExceededException", "ServiceUnavailableException", "ModelNotReadyException",
-})
-
-
 def model_arn(model: str, region: str) -> str:
     """``model`` if it is an ARN, else the foundation-model ARN of ``model`` in ``region``."""
     if model.startswith("arn:"):
@@ -134,7 +129,7 @@ class BedrockReranker(Reranker):
             err = exc.response.get("Error", {})
             code = err.get("Code", "")
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            retryable = code in _RETRYABLE_CODES or status == 429 or status >= 500
+            retryable = is_retryable_aws_error(code, status)
             hint = "" if retryable else _hint(code)
             raise RerankError(
                 f"{self.name}: Bedrock rerank failed with {code or status}: {err.get('Message', '')}{hint}",

@@ -22,20 +22,15 @@ from typing import Any
 import httpx
 
 from ..errors import ConfigError, RerankError
+from ..retry import is_retryable_status, parse_retry_after
 from .base import Reranker, scores_from_indexed, with_retries
 
 DEFAULT_PATH = "/v2/rerank"
 API_KEY_ENV = "CAIRN_RERANK_API_KEY"
-_RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-_MAX_RETRY_AFTER_S = 30.0
 
 
 def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        return min(max(float(value), 0.0), _MAX_RETRY_AFTER_S) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
+    return parse_retry_after(response.headers.get("retry-after"))
 
 
 def _error_text(response: httpx.Response) -> str:
@@ -120,7 +115,7 @@ class CohereReranker(Reranker):
         except httpx.TransportError as exc:
             raise RerankError(f"{self.name}: cannot reach {self.url}: {exc}", retryable=True) from exc
         status = response.status_code
-        if status in _RETRYABLE_STATUS or status >= 500:
+        if is_retryable_status(status):
             raise RerankError(
                 f"{self.name}: {self.url} answered {status}: {_error_text(response)}",
                 retryable=True,

@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from ..errors import ConfigError, RerankError
+from ..retry import is_retryable_status
 from .base import Reranker, scores_from_indexed, with_retries
 
 _RETRYABLE_NAMES = frozenset({
@@ -87,9 +88,7 @@ class LiteLLMReranker(Reranker):
             )
         except Exception as exc:
             status = getattr(exc, "status_code", None)
-            retryable = type(exc).__name__ in _RETRYABLE_NAMES or status == 429 or (
-                isinstance(status, int) and status >= 500
-            )
+            retryable = type(exc).__name__ in _RETRYABLE_NAMES or is_retryable_status(status)
             raise RerankError(
                 f"{self.name}: litellm.rerank failed: {type(exc).__name__}: {str(exc)[:300]}",
                 retryable=retryable,
