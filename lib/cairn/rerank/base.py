@@ -30,7 +30,6 @@ on the long side for plain prose, which is the safe side for a budget.
 from __future__ import annotations
 
 import math
-import random
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -42,6 +41,7 @@ from pydantic import BaseModel, ConfigDict
 from ..errors import CairnError, RerankError
 from ..models import Candidate
 from ..observability.logging import get_logger
+from ..retry import RetryPolicy, is_retryable_cairn_error
 
 T = TypeVar("T")
 log = get_logger(__name__)
@@ -182,24 +182,11 @@ def with_retries(
     max_backoff_s: float = 8.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
-    """Run ``call``; retry a ``CairnError`` whose ``retryable`` is set, up to ``max_retries`` times.
-
-    The wait is ``backoff_s · 2^attempt`` with jitter, or the server's ``retry_after`` (from
-    the error's ``details``) when it gave one, capped at ``max_backoff_s``.
-    """
-    attempt = 0
-    while True:
-        try:
-            return call()
-        except CairnError as exc:
-            if not exc.retryable or attempt >= max_retries:
-                raise
-            hinted = exc.details.get("retry_after") if isinstance(exc.details, dict) else None
-            delay = float(hinted) if hinted is not None else backoff_s * (2**attempt) * (0.5 + random.random() / 2)
-            attempt += 1
-            log.info("rerank retry", attempt=attempt, max_retries=max_retries, delay_s=delay, error=exc.message)
-            if delay > 0:
-                sleep(min(delay, max_backoff_s))
+    """Run ``call`` under the one :class:`~cairn.retry.RetryPolicy`: a ``CairnError`` whose
+    ``retryable`` is set is tried again, up to ``max_retries`` times, after a full-jitter wait or
+    the server's ``retry_after`` (from the error's ``details``), capped at ``max_backoff_s``."""
+    policy = RetryPolicy.of_retries(max_retries, backoff_s, max_backoff_s)
+    return policy.call(call, retryable=is_retryable_cairn_error, sleep=sleep, what="rerank")
 
 
 # --- the base class ---------------------------------------------------------------------
