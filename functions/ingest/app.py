@@ -18,11 +18,12 @@ from urllib.parse import unquote_plus
 
 from cairn.errors import CairnError, RequestError
 from cairn.observability.logging import get_logger
-from cairn.workflow import Runtime, task_errors
+from cairn.services import Services
+from cairn.workflow import task_errors
 from pydantic import BaseModel, Field
 
 log = get_logger("cairn.functions.ingest")
-runtime = Runtime()
+services = Services()  # built on the first invocation, then reused while the container is warm
 KEY_PREFIX = "ingest/"
 MAX_OBJECT_BYTES = 50_000_000
 
@@ -52,7 +53,7 @@ def tenant_of_key(key: str) -> str:
 
 
 def _read(bucket: str, key: str) -> Any:
-    obj = runtime.s3.get_object(Bucket=bucket, Key=key)
+    obj = services.s3.get_object(Bucket=bucket, Key=key)
     if int(obj.get("ContentLength") or 0) > MAX_OBJECT_BYTES:
         raise RequestError(f"s3://{bucket}/{key} is larger than {MAX_OBJECT_BYTES:,} bytes; split it")
     try:
@@ -69,7 +70,7 @@ def ingest_object(bucket: str, key: str) -> ObjectReport:
         report.tenant = tenant_of_key(key)
         payload = IngestPayload.parse(_read(bucket, key))
         report.root_uri = payload.root_uri
-        ingestor = Ingestor(runtime.store, runtime.embedder, report.tenant, content=runtime.content)
+        ingestor = services.cairn(report.tenant).ingestor()
         done = ingestor.ingest(payload.to_documents(), payload.root_uri)
     except CairnError as exc:
         if exc.retryable:

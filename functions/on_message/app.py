@@ -20,11 +20,12 @@ from typing import Any
 from cairn.errors import CairnError, RequestError
 from cairn.observability.logging import get_logger
 from cairn.requests import MAX_QUERY_CHARS, FindRequest
-from cairn.workflow import Runtime
+from cairn import workflow
+from cairn.services import Services
 from pydantic import BaseModel, ConfigDict, Field
 
 log = get_logger("cairn.functions.on_message")
-runtime = Runtime()
+services = Services()  # built on the first invocation, then reused while the container is warm
 
 
 class StreamMessage(BaseModel):
@@ -58,8 +59,8 @@ class BatchResponse(BaseModel):
 
 
 def _prefetch(msg: StreamMessage) -> None:
-    request = FindRequest(query=msg.content[:MAX_QUERY_CHARS], mode="thinking", limit=runtime.settings.default_limit)
-    runtime.search(msg.tenant, request, msg.session_id)
+    request = FindRequest(query=msg.content[:MAX_QUERY_CHARS], mode="thinking", limit=services.settings.default_limit)
+    workflow.search(services, msg.tenant, request, msg.session_id)
 
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:

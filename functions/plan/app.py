@@ -10,21 +10,22 @@ from __future__ import annotations
 from typing import Any
 
 from cairn import stages
-from cairn.workflow import PlanOutput, Runtime, WorkflowInput, parse_state, task_errors
+from cairn.services import Services
+from cairn.workflow import PlanOutput, WorkflowInput, parse_state, task_errors
 
-runtime = Runtime()  # clients are built on the first invocation and kept while the container is warm
+services = Services()  # built on the first invocation, then reused while the container is warm
 
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     with task_errors():
         start: WorkflowInput = parse_state(WorkflowInput, event)
-        view = runtime.sessions.get(start.tenant, start.session_id) if start.session_id else None
-        plan = stages.plan(start.request, runtime.planner, view)
+        cairn = services.cairn(start.tenant)
+        plan = stages.plan(start.request, cairn.planner, cairn.session_view(start.session_id))
         out = PlanOutput(
             tenant=start.tenant,
             request=start.request,
             session_id=start.session_id,
-            rerank=start.rerank and runtime.reranker_configured,
+            rerank=start.rerank and cairn.reranker is not None,
             plan=plan,
             query_count=len(plan.queries),
         )

@@ -9,21 +9,24 @@ from __future__ import annotations
 from typing import Any
 
 from cairn import stages
-from cairn.workflow import RerankInput, Runtime, parse_state, task_errors
+from cairn.services import Services
+from cairn.workflow import RerankInput, parse_state, task_errors
 
-runtime = Runtime()  # the reranker (and its embedder) are built on the first invocation, then reused
+services = Services()  # built on the first invocation, then reused while the container is warm
 
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     with task_errors():
         inp: RerankInput = parse_state(RerankInput, event)
+        cairn = services.cairn(inp.tenant)
         result = stages.rerank(
             list(inp.retrieved),
             inp.request,
             inp.plan,
-            reranker=runtime.reranker if inp.rerank else None,
-            hotness_weight=runtime.settings.hotness_weight,
+            reranker=cairn.reranker if inp.rerank else None,
+            hotness_weight=cairn.hotness_weight,
+            threshold=cairn.thinking.threshold,
         )
-    runtime.stats.record_many(result.query_results)
-    runtime.stats.emit_emf()
+    cairn.stats.record_many(result.query_results)
+    cairn.stats.emit_emf()
     return result.to_dict(include_provenance=inp.request.include_provenance)

@@ -6,24 +6,30 @@ store; the output is compacted (no vectors, bounded texts) to fit Step Functions
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from cairn import stages
-from cairn.workflow import RetrieveTask, Runtime, compact, parse_state, task_errors
+from cairn.services import Services
+from cairn.workflow import RetrieveTask, compact, parse_state, task_errors
 
-runtime = Runtime()  # store and embedder are built on the first invocation, then reused
+services = Services()  # built on the first invocation, then reused while the container is warm
 
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     with task_errors():
         task: RetrieveTask = parse_state(RetrieveTask, event)
+        cairn = services.cairn(task.tenant)
+        thinking = cairn.thinking
+        if task.request.score_threshold is not None:
+            thinking = replace(thinking, threshold=task.request.score_threshold)
         out = stages.retrieve(
             task.query,
             task.request,
             tenant=task.tenant,
-            store=runtime.store,
-            embedder=runtime.embedder,
-            thinking=runtime.thinking,
+            store=cairn.store,
+            embedder=cairn.embedder,
+            thinking=thinking,
             rerank_follows=task.rerank,
         )
     return compact(out).model_dump(mode="json")

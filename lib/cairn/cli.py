@@ -39,11 +39,16 @@ def _progress(stage: str, done: int, total: int) -> None:
         print(f"  {stage}: {done}/{total} records", end=end, file=sys.stderr, flush=True)
 
 
-def _service(args: argparse.Namespace) -> Any:
+def _services(args: argparse.Namespace) -> Any:
+    """The composition root for this command (services are built when first used)."""
     from .config import load_settings
-    from .pipeline import Cairn
+    from .services import Services
 
-    return Cairn.from_settings(load_settings(home=args.home, tenant=args.tenant))
+    return Services(load_settings(home=args.home, tenant=args.tenant))
+
+
+def _service(args: argparse.Namespace) -> Any:
+    return _services(args).cairn()
 
 
 def _rate_progress() -> Any:
@@ -70,13 +75,9 @@ def _ingestor(args: argparse.Namespace, title_rules: tuple = (), leaf_rules: tup
 
 
 def _title_rules(specs: list[str] | None, leaves: bool = False) -> tuple:
-    from .ingest import DSTC11_LEAF_TITLE_RULES, DSTC11_TITLE_RULES, DirTitleRule
+    from .ingest import DirTitleRule
 
-    preset = DSTC11_LEAF_TITLE_RULES if leaves else DSTC11_TITLE_RULES
-    rules: list[Any] = []
-    for spec in specs or []:
-        rules.extend(preset if spec == "dstc11" else [DirTitleRule.parse(spec)])
-    return tuple(rules)
+    return tuple(DirTitleRule.parse(spec) for spec in specs or [])
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -190,11 +191,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_session(args: argparse.Namespace) -> int:
-    from .config import load_settings
-    from .factory import build_session_store
-
-    settings = load_settings(home=args.home, tenant=args.tenant)
-    sessions, tenant = build_session_store(settings), settings.tenant  # no model or store is loaded
+    services = _services(args)
+    sessions, tenant = services.sessions, services.settings.tenant  # no model or store is loaded
     if args.session_command == "new":
         session = sessions.create(tenant, user=args.user)
         print(session.id)
@@ -202,12 +200,30 @@ def cmd_session(args: argparse.Namespace) -> int:
         msg = sessions.append(tenant, args.session_id, args.role, args.content)
         sessions.compress_if_needed(tenant, args.session_id)
         print(f"added message {msg.seq} to {args.session_id}")
+    elif args.session_command == "delete":
+        deleted = sessions.delete(tenant, args.session_id)
+        print(f"deleted {args.session_id}" if deleted else f"no session {args.session_id}")
     else:
         view = sessions.get(tenant, args.session_id, recent=args.recent)
         if view.summary:
             print(f"summary: {view.summary}")
         for m in view.recent:
             print(f"{m.seq:>4} {m.role:<9} {m.content}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .api.auth import ApiKeys
+    from .api.server import check_bind, serve
+
+    keys = ApiKeys.load(file=args.api_keys)
+    check_bind(args.host, keys)
+    services = _services(args)
+    who = "API keys" if keys else f"no API keys: every request acts as tenant {services.settings.tenant!r}"
+    print(f"cairn serve: loading the store and the embedder ({who}) ...", file=sys.stderr, flush=True)
+    serve(services, host=args.host, port=args.port, keys=keys, log_level=args.log_level,
+          ready=lambda url: print(f"cairn serve: listening on {url} (OpenAPI: {url}/v1/openapi.json); Ctrl-C stops",
+                                  file=sys.stderr, flush=True))
     return 0
 
 
@@ -240,7 +256,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"== search (session {session.id[:8]}): {DEMO_FOLLOW_UP}")
         result = svc.search(DEMO_FOLLOW_UP, session_id=session.id, limit=args.limit, include_provenance=True)
         print_table(result, show_provenance=True)
+        print()
+        _demo_through_server(svc, DEMO_QUESTIONS[0], args.limit)
     return 0
+
+
+def _demo_through_server(svc: Any, question: str, limit: int) -> None:
+    """The same service behind `cairn serve`, called with the Python client as an agent would."""
+    from .api.server import running
+    from .client import CairnClient
+
+    with running(svc.services) as url, CairnClient(url) as client:
+        print(f"== through the HTTP API (cairn serve on {url}): POST /v1/find {question!r}")
+        answer = client.find(question, limit=limit)
+        for n, m in enumerate(answer.all(), 1):
+            print(f"{n:>3}. {m.score:.3f}  L{int(m.level)}  {m.uri}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,13 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument(
         "--dir-title", action="append", metavar="RULE",
         help="directory titles from metadata: DEPTH=TEMPLATE or GLOB=TEMPLATE, e.g. "
-        "'2={entity_name} ({domain})' or '*/*/review=Reviews of {entity_name}' (repeatable; "
-        "'dstc11' is a preset)",
+        "'2={entity_name} ({domain})' or '*/*/review=Reviews of {entity_name}' (repeatable)",
     )
     ing.add_argument(
         "--leaf-title", action="append", metavar="RULE",
         help="leaf titles from their metadata, GLOB=TEMPLATE over the leaf's path, where {title} is its "
-        "own title, e.g. '*/*/faq/*={entity_name} — {title}' (repeatable; 'dstc11' is a preset)",
+        "own title, e.g. '*/*/faq/*={entity_name} — {title}' (repeatable)",
     )
     ing.set_defaults(func=cmd_ingest)
 
@@ -309,7 +338,17 @@ def build_parser() -> argparse.ArgumentParser:
     show = ses_sub.add_parser("show", help="print the summary and recent messages")
     show.add_argument("session_id")
     show.add_argument("--recent", type=int, default=20)
+    delete = ses_sub.add_parser("delete", help="delete a session and its messages")
+    delete.add_argument("session_id")
     ses.set_defaults(func=cmd_session)
+
+    srv = sub.add_parser("serve", help="serve the /v1 HTTP API on this machine (the same routes as the deployed API)")
+    srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; others need API keys)")
+    srv.add_argument("--port", type=int, default=8080)
+    srv.add_argument("--api-keys", metavar="FILE",
+                     help='JSON {"<key>": "<tenant>"} or {"<key>": {"tenant", "user"}} (env CAIRN_API_KEYS_FILE or CAIRN_API_KEYS)')
+    srv.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    srv.set_defaults(func=cmd_serve)
 
     demo = sub.add_parser("demo", help="ingest cairn's docs and answer a few questions")
     demo.add_argument("--docs", help="folder to ingest (default: cairn's docs/)")

@@ -1,7 +1,24 @@
 """Settings: explicit argument, then environment variable, then default.
 
-Validated once at start-up; a bad value is a :class:`ConfigError` naming the variable.
-Backend settings are a discriminated union keyed on ``backend``.
+Validated once at start-up; a bad value is a :class:`ConfigError` naming the setting and the
+environment variable. Every provider has its own settings model, chosen by a discriminator
+(``backend``, ``provider`` or ``kind``), so no model is a bag of every provider's fields.
+Services are built from these settings in one place: :mod:`cairn.services`.
+
+Environment variables (all optional; the embedded default needs none)::
+
+    CAIRN_HOME, CAIRN_TENANT, CAIRN_SCORE_THRESHOLD, CAIRN_DEFAULT_LIMIT, CAIRN_PLANNER,
+    CAIRN_ALPHA, CAIRN_HOTNESS_WEIGHT, CAIRN_STATE_MACHINE_ARN
+    CAIRN_STORE=local|pinecone|opensearch     + CAIRN_STORE_PATH, CAIRN_PINECONE_*, CAIRN_OPENSEARCH_*
+    CAIRN_EMBEDDER=local|bedrock|litellm      + CAIRN_EMBEDDING_MODEL, _DIMENSION, _REGION,
+                                                CAIRN_EMBEDDING_BASE_URL, _API_KEY, _BATCH_SIZE
+    CAIRN_SESSIONS=sqlite|dynamodb            + CAIRN_SESSIONS_PATH | CAIRN_SESSIONS_TABLE, _REGION, _ENDPOINT_URL
+    CAIRN_CONTENT_BUCKET (S3 content store)   + CAIRN_CONTENT_PREFIX; else CAIRN_CONTENT_PATH (a folder)
+    CAIRN_LLM_PROVIDER=bedrock|openai|litellm + CAIRN_LLM_MODEL, _BASE_URL, _API_KEY, _REGION, _TIMEOUT_S
+    CAIRN_RERANKER=none|local|cohere|bedrock|litellm + CAIRN_RERANK_MODEL, _BASE_URL, _API_KEY, _REGION
+
+A value of a key setting (``*_API_KEY``, ``*_PASSWORD``) may name a secret instead of holding it
+(``ssm:/path`` or ``secretsmanager:name#field``); it is read at run time (:mod:`cairn.secrets`).
 """
 
 from __future__ import annotations
@@ -19,6 +36,9 @@ ENV_PREFIX = "CAIRN_"
 
 class _Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- vector store
 
 
 class LocalStoreSettings(_Settings):
@@ -57,6 +77,45 @@ StoreSettings = Annotated[
 ]
 
 
+# --------------------------------------------------------------------------- embedder
+
+
+class LocalEmbedderSettings(_Settings):
+    """all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions), shipped on PyPI: the embedded default."""
+
+    provider: Literal["local"] = "local"
+    batch_size: int = Field(default=32, ge=1, le=1024)
+
+
+class BedrockEmbedderSettings(_Settings):
+    """Amazon Bedrock: Titan Text Embeddings v2 (256/512/1024 dimensions) or Cohere Embed v3."""
+
+    provider: Literal["bedrock"] = "bedrock"
+    model: str = "amazon.titan-embed-text-v2:0"
+    dimension: int | None = Field(default=None, ge=1)  # None: the model's default
+    region: str | None = None
+    batch_size: int = Field(default=96, ge=1, le=1024)
+
+
+class LiteLLMEmbedderSettings(_Settings):
+    """Any embedding model LiteLLM reaches (OpenAI, Azure, Vertex, an OpenAI-compatible server)."""
+
+    provider: Literal["litellm"] = "litellm"
+    model: str
+    dimension: int = Field(ge=1)
+    base_url: str | None = None
+    api_key: str | None = None
+    batch_size: int = Field(default=96, ge=1, le=2048)
+
+
+EmbedderSettings = Annotated[
+    LocalEmbedderSettings | BedrockEmbedderSettings | LiteLLMEmbedderSettings, Field(discriminator="provider")
+]
+
+
+# --------------------------------------------------------------------------- sessions and content
+
+
 class SQLiteSessionSettings(_Settings):
     backend: Literal["sqlite"] = "sqlite"
     path: Path | None = None  # default: <home>/sessions.db
@@ -72,23 +131,6 @@ class DynamoDBSessionSettings(_Settings):
 SessionSettings = Annotated[SQLiteSessionSettings | DynamoDBSessionSettings, Field(discriminator="backend")]
 
 
-class LLMSettings(_Settings):
-    provider: Literal["bedrock", "openai", "litellm"]
-    model: str
-    base_url: str | None = None
-    api_key: str | None = None
-    region: str | None = None
-    timeout_s: float = Field(default=5.0, gt=0, le=120)
-
-
-class RerankSettings(_Settings):
-    kind: Literal["none", "local", "cohere", "bedrock", "litellm"] = "local"
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = None
-    region: str | None = None
-
-
 class LocalContentSettings(_Settings):
     backend: Literal["local"] = "local"
     path: Path | None = None  # default: <home>/content
@@ -97,69 +139,170 @@ class LocalContentSettings(_Settings):
 class S3ContentSettings(_Settings):
     backend: Literal["s3"] = "s3"
     bucket: str
-    prefix: str = ""
+    prefix: str = "content"  # the same in Lambda and on a laptop pointed at the bucket
 
 
 ContentSettings = Annotated[LocalContentSettings | S3ContentSettings, Field(discriminator="backend")]
 
 
+# --------------------------------------------------------------------------- LLM
+
+
+class _LLM(_Settings):
+    model: str
+    timeout_s: float = Field(default=5.0, gt=0, le=120)
+
+
+class BedrockLLMSettings(_LLM):
+    provider: Literal["bedrock"] = "bedrock"
+    region: str | None = None
+
+
+class OpenAILLMSettings(_LLM):
+    """Any OpenAI-compatible chat completions endpoint (through httpx)."""
+
+    provider: Literal["openai"] = "openai"
+    base_url: str | None = None
+    api_key: str | None = None
+
+
+class LiteLLMSettings(_LLM):
+    provider: Literal["litellm"] = "litellm"
+    base_url: str | None = None
+    api_key: str | None = None
+
+
+LLMSettings = Annotated[BedrockLLMSettings | OpenAILLMSettings | LiteLLMSettings, Field(discriminator="provider")]
+
+
+# --------------------------------------------------------------------------- rerank
+
+
+class NoRerankSettings(_Settings):
+    kind: Literal["none"] = "none"
+
+
+class LocalRerankSettings(_Settings):
+    """Dense cosine on the full text fused with BM25, with the embedder already loaded."""
+
+    kind: Literal["local"] = "local"
+
+
+class CohereRerankSettings(_Settings):
+    """A Cohere-compatible ``/v2/rerank`` endpoint (Cohere, or a self-hosted server)."""
+
+    kind: Literal["cohere"] = "cohere"
+    model: str
+    base_url: str = "https://api.cohere.com"
+    api_key: str | None = None
+
+
+class BedrockRerankSettings(_Settings):
+    kind: Literal["bedrock"] = "bedrock"
+    model: str = "amazon.rerank-v1:0"
+    region: str | None = None
+
+
+class LiteLLMRerankSettings(_Settings):
+    kind: Literal["litellm"] = "litellm"
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+
+
+RerankSettings = Annotated[
+    NoRerankSettings | LocalRerankSettings | CohereRerankSettings | BedrockRerankSettings | LiteLLMRerankSettings,
+    Field(discriminator="kind"),
+]
+
+
+# --------------------------------------------------------------------------- all of it
+
+
 class Settings(_Settings):
     home: Path = Path(".cairn")
-    tenant: str = "default"
+    tenant: str = "default"  # the tenant of the library, the CLI and a keyless `cairn serve`
     store: StoreSettings = Field(default_factory=LocalStoreSettings)
+    embedder: EmbedderSettings = Field(default_factory=LocalEmbedderSettings)
     sessions: SessionSettings = Field(default_factory=SQLiteSessionSettings)
     content: ContentSettings = Field(default_factory=LocalContentSettings)  # full bodies
     llm: LLMSettings | None = None  # None: no LLM (the embedded default)
     planner: Literal["auto", "raw", "session-rewrite", "llm"] = "auto"  # auto: llm if configured
-    rerank: RerankSettings = Field(default_factory=RerankSettings)
-    embedder: Literal["local"] = "local"
-    embed_batch_size: int = Field(default=32, ge=1, le=1024)
-    score_threshold: float = 0.1
-    default_limit: int = Field(default=5, ge=1, le=200)
+    rerank: RerankSettings = Field(default_factory=LocalRerankSettings)
+    score_threshold: float = Field(default=0.1, ge=0.0, le=1.0, allow_inf_nan=False)
+    default_limit: int = Field(default=5, ge=1, le=100)
     alpha: float = Field(default=0.3, ge=0.0, le=1.0)  # thinking mode's propagation weight
     hotness_weight: float = Field(default=0.0, ge=0.0, le=1.0)
+    state_machine_arn: str | None = None  # run search() through the Express workflow (Lambda)
 
 
-def _env_store(env: dict[str, str], home: Path) -> dict[str, Any]:
-    backend = env.get("CAIRN_STORE", "local")
-    if backend == "local":
-        return {"backend": "local", "path": env.get("CAIRN_STORE_PATH", str(home / "store"))}
-    prefix = f"CAIRN_{backend.upper()}_"
-    fields = {k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix)}
-    return {"backend": backend, **fields}
+# --------------------------------------------------------------------------- from the environment
 
 
 def _prefixed(env: dict[str, str], prefix: str) -> dict[str, str]:
-    return {k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix)}
+    return {k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix) and v != ""}
+
+
+def _env_store(env: dict[str, str], home: Path) -> dict[str, Any]:
+    backend = env.get("CAIRN_STORE") or "local"
+    if backend == "local":
+        return {"backend": "local", "path": env.get("CAIRN_STORE_PATH") or str(home / "store")}
+    return {"backend": backend, **_prefixed(env, f"CAIRN_{backend.upper()}_")}
 
 
 def _env_services(env: dict[str, str]) -> dict[str, Any]:
     data: dict[str, Any] = {}
-    backend = env.get("CAIRN_SESSIONS", "sqlite")
-    data["sessions"] = {"backend": backend, **_prefixed(env, "CAIRN_SESSIONS_")}
-    if env.get("CAIRN_CONTENT_BUCKET"):  # full bodies in S3, else a folder under the home
-        data["content"] = {"backend": "s3", **_prefixed(env, "CAIRN_CONTENT_")}
+    data["embedder"] = {"provider": env.get("CAIRN_EMBEDDER") or "local", **_prefixed(env, "CAIRN_EMBEDDING_")}
+    data["sessions"] = {"backend": env.get("CAIRN_SESSIONS") or "sqlite", **_prefixed(env, "CAIRN_SESSIONS_")}
+    content = _prefixed(env, "CAIRN_CONTENT_")
+    data["content"] = {"backend": "s3" if content.get("bucket") else "local", **content}
     if env.get("CAIRN_LLM_PROVIDER") or env.get("CAIRN_LLM_MODEL"):
         data["llm"] = _prefixed(env, "CAIRN_LLM_")
-    data["rerank"] = _prefixed(env, "CAIRN_RERANK_")  # CAIRN_RERANK_MODEL, _BASE_URL, _API_KEY, _REGION
-    if "CAIRN_RERANKER" in env:
-        data["rerank"]["kind"] = env["CAIRN_RERANKER"]
+    data["rerank"] = {"kind": env.get("CAIRN_RERANKER") or "local", **_prefixed(env, "CAIRN_RERANK_")}
     return data
 
 
+_SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn")
+
+
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
-    """Build settings from ``overrides`` (explicit), then ``env`` (default: os.environ), then defaults."""
+    """Build settings from ``overrides`` (explicit), then ``env`` (default: os.environ), then defaults.
+
+    A provider's own variables are read only for the provider chosen (``CAIRN_STORE=pinecone``
+    reads ``CAIRN_PINECONE_*``), so a variable of another provider never breaks start-up."""
     env = dict(os.environ if env is None else env)
-    home = Path(overrides.get("home") or env.get("CAIRN_HOME", ".cairn"))
+    home = Path(overrides.get("home") or env.get("CAIRN_HOME") or ".cairn")
     data: dict[str, Any] = {"home": home, "store": _env_store(env, home), **_env_services(env)}
-    for key in ("tenant", "embed_batch_size", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight"):
-        if f"{ENV_PREFIX}{key.upper()}" in env:
-            data[key] = env[f"{ENV_PREFIX}{key.upper()}"]
+    if data["rerank"]["kind"] in ("none", "local"):
+        data["rerank"] = {"kind": data["rerank"]["kind"]}
+    if data["embedder"]["provider"] == "local":
+        data["embedder"] = {k: v for k, v in data["embedder"].items() if k in ("provider", "batch_size")}
+    for key in _SCALARS:
+        value = env.get(f"{ENV_PREFIX}{key.upper()}")
+        if value:
+            data[key] = value
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"invalid settings: {problems}") from None
+        raise ConfigError("invalid settings: " + "; ".join(_problem(e) for e in exc.errors())) from None
+
+
+def _problem(error: Any) -> str:
+    loc = [str(p) for p in error["loc"] if not str(p).startswith(("function-", "tagged-union"))]
+    path = ".".join(loc)
+    hint = _ENV_HINT.get(loc[0], "") if loc else ""
+    if loc and loc[0] in ("store", "embedder", "sessions", "content", "llm", "rerank") and len(loc) > 2:
+        loc = [loc[0], *loc[2:]]  # drop the discriminator value pydantic puts in the path
+        path = ".".join(loc)
+    return f"{path}: {error['msg']}{hint}"
+
+
+_ENV_HINT = {
+    "store": " (CAIRN_STORE and CAIRN_<BACKEND>_*)",
+    "embedder": " (CAIRN_EMBEDDER and CAIRN_EMBEDDING_*)",
+    "sessions": " (CAIRN_SESSIONS and CAIRN_SESSIONS_*)",
+    "content": " (CAIRN_CONTENT_*)",
+    "llm": " (CAIRN_LLM_*)",
+    "rerank": " (CAIRN_RERANKER and CAIRN_RERANK_*)",
+}

@@ -1,8 +1,50 @@
-"""One error tree for cairn.
+"""One error tree for cairn: every error class cairn raises on purpose lives here.
 
-Every error carries a ``retryable`` flag: Step Functions retries on it, and the CLI and
-the API turn any ``CairnError`` into a clear message (never a stack trace). Vendor
-exceptions are mapped into the most specific family at the boundary that meets them.
+Each family carries the HTTP status the API answers with (``status``) and a ``retryable`` flag
+(Step Functions retries on it; the API adds ``Retry-After`` to a retryable 429/503). Vendor
+exceptions are mapped into the most specific family at the boundary that meets them, by a table
+per vendor; no other module decides a status::
+
+    CairnError                          500  base; never raised bare
+    ├── RequestError                    400  the caller sent something cairn cannot accept
+    │   ├── InvalidURIError             400
+    │   ├── FilterError                 400  every problem at once, each with its path
+    │   │   └── UnsupportedFilterError  400  valid, but the backend cannot express it exactly
+    │   ├── RecordValidationError       400  (also a VectorStoreError)
+    │   └── PayloadTooLarge             413  a request or response past a size limit
+    ├── Unauthorized                    401  no credentials, or unknown ones
+    ├── Forbidden                       403  credentials that may not do this
+    ├── NotFound                        404  one family for everything that is not there
+    │   ├── SessionNotFound
+    │   ├── ContextNotFound             a URI with no record
+    │   ├── ContentNotFound             a URI with no full body in the content store
+    │   └── RouteNotFound
+    ├── Conflict                        409
+    │   └── SessionConflict             retryable: a concurrent writer won the race
+    ├── Throttled                       429  retryable: slow down (Retry-After)
+    ├── ConfigError                     500  a setting is missing or invalid (start-up)
+    │   └── MissingExtra                500  a configuration needs an optional extra
+    ├── UpstreamError                   502  a service cairn depends on failed or refused
+    │   ├── VectorStoreError
+    │   │   ├── VectorStoreRequestError      the backend refused the request
+    │   │   └── VectorStoreUnavailable  503  retryable: unreachable, timed out, throttled
+    │   ├── EmbeddingError
+    │   ├── RerankError
+    │   │   └── RerankResponseError          an answer without one score per document
+    │   ├── LLMError                         an LLM call failed (planning, summaries, memories)
+    │   ├── SessionError                     the session store failed
+    │   └── ContentStoreError                the content store failed
+    ├── PlanningError                   502  planning failed for a reason other than the LLM
+    │   └── PlanParseError                   the answer holds no usable plan
+    ├── IngestError                     422  content that cannot be ingested
+    ├── Unavailable                     503  retryable: try again later
+    └── WorkflowError                   the retrieval workflow (Step Functions)
+        ├── CairnRetryableError              a task's retryable error (the ASL retries its name)
+        ├── CairnTaskError                   a task's error that retrying will not fix
+        └── WorkflowFailed                   an execution failed: carries the task's status
+
+A retryable error in a 5xx family answers 503, so a client (and ``cairn.client``) knows it may
+try again. Messages name the thing, the bad value, what is allowed and how to fix it.
 """
 
 from __future__ import annotations
@@ -16,6 +58,7 @@ class CairnError(Exception):
 
     retryable: bool = False
     code: str = "cairn_error"
+    status: int = 500
 
     def __init__(self, message: str, *, retryable: bool | None = None, details: Any = None):
         super().__init__(message)
@@ -23,6 +66,13 @@ class CairnError(Exception):
         if retryable is not None:
             self.retryable = retryable
         self.details = details
+
+    @property
+    def http_status(self) -> int:
+        """The status the API answers with: the family's, or 503 for a retryable server error."""
+        if self.retryable and self.status >= 500:
+            return 503
+        return self.status
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -36,17 +86,85 @@ class CairnError(Exception):
         return out
 
 
-# --- request / configuration -------------------------------------------------------
+def http_status(exc: CairnError) -> int:
+    """The HTTP status of an error (its family's; 503 for a retryable server error)."""
+    return exc.http_status
+
+
+# --- the caller's side (4xx) --------------------------------------------------------
 
 
 class RequestError(CairnError):
     """The caller sent something cairn cannot accept (bad query, bad limit, ...)."""
 
     code = "bad_request"
+    status = 400
 
 
 class InvalidURIError(RequestError):
     code = "invalid_uri"
+
+
+class PayloadTooLarge(RequestError):
+    """A request (or the response it would need) is past a size limit."""
+
+    code = "payload_too_large"
+    status = 413
+
+
+class Unauthorized(CairnError):
+    """No credentials, or credentials cairn does not know."""
+
+    code = "unauthorized"
+    status = 401
+
+
+class Forbidden(CairnError):
+    """Known credentials that may not do this (another end user's data, say)."""
+
+    code = "forbidden"
+    status = 403
+
+
+class NotFound(CairnError):
+    """Something the caller named is not there."""
+
+    code = "not_found"
+    status = 404
+
+
+class ContextNotFound(NotFound):
+    """A URI with no record in the store."""
+
+    code = "context_not_found"
+
+
+class RouteNotFound(NotFound):
+    code = "route_not_found"
+
+
+class Conflict(CairnError):
+    code = "conflict"
+    status = 409
+
+
+class Throttled(CairnError):
+    """Too many requests: slow down and try again (``Retry-After``)."""
+
+    code = "throttled"
+    status = 429
+    retryable = True
+
+
+class Unavailable(CairnError):
+    """cairn cannot answer right now; try again later."""
+
+    code = "unavailable"
+    status = 503
+    retryable = True
+
+
+# --- configuration --------------------------------------------------------------------
 
 
 class ConfigError(CairnError):
@@ -55,7 +173,33 @@ class ConfigError(CairnError):
     code = "config_error"
 
 
-# --- filters -----------------------------------------------------------------------
+class MissingExtra(ConfigError):
+    """The configuration needs an optional extra that is not installed."""
+
+    code = "missing_extra"
+
+    def __init__(self, feature: str, extra: str, module: str, **kw: Any) -> None:
+        super().__init__(
+            f"{feature} needs the optional extra '{extra}' (module {module!r} is not installed); "
+            f"install it with: pip install 'cairn[{extra}]'",
+            **kw,
+        )
+        self.extra = extra
+
+
+def require(module: str, *, extra: str, feature: str) -> Any:
+    """Import ``module``, or raise :class:`MissingExtra` naming the extra that provides it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if exc.name and module.split(".")[0] != exc.name.split(".")[0]:
+            raise  # the module is there but one of its own imports is broken: show that
+        raise MissingExtra(feature, extra, module) from None
+
+
+# --- filters ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -98,10 +242,17 @@ class UnsupportedFilterError(FilterError):
     code = "unsupported_filter"
 
 
-# --- vector stores -----------------------------------------------------------------
+# --- the services cairn depends on (5xx) -----------------------------------------------
 
 
-class VectorStoreError(CairnError):
+class UpstreamError(CairnError):
+    """A service cairn depends on failed or refused."""
+
+    code = "upstream_error"
+    status = 502
+
+
+class VectorStoreError(UpstreamError):
     code = "vector_store_error"
 
 
@@ -122,37 +273,116 @@ class RecordValidationError(VectorStoreError, RequestError):
     """A record is not valid for the store (wrong dimension, bad id, too large)."""
 
     code = "invalid_record"
+    status = 400
 
 
-# --- embeddings, rerank, planning, sessions, ingest ------------------------------------
-
-
-class EmbeddingError(CairnError):
+class EmbeddingError(UpstreamError):
     code = "embedding_error"
 
 
-class RerankError(CairnError):
+class RerankError(UpstreamError):
     code = "rerank_error"
 
 
-class PlanningError(CairnError):
-    code = "planning_error"
+class RerankResponseError(RerankError):
+    """The backend answered, but not with exactly one score per document.
+
+    ``fallback`` names the rule the reranker base applies (see :mod:`cairn.rerank.base`)."""
+
+    code = "rerank_bad_response"
+
+    def __init__(self, message: str, *, fallback: str = "length_mismatch", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.fallback = fallback
 
 
-class SessionError(CairnError):
+class LLMError(UpstreamError):
+    """An LLM call failed: planning, summaries and memory extraction all raise this."""
+
+    code = "llm_error"
+
+
+class SessionError(UpstreamError):
     code = "session_error"
 
 
-class SessionNotFound(SessionError, RequestError):
+class SessionNotFound(SessionError, NotFound):
     code = "session_not_found"
+    status = 404
 
 
-class SessionConflict(SessionError):
+class SessionConflict(SessionError, Conflict):
     """A concurrent writer won the race; the write can be retried."""
 
     code = "session_conflict"
+    status = 409
     retryable = True
 
 
+class ContentStoreError(UpstreamError):
+    code = "content_store_error"
+
+
+class ContentNotFound(ContentStoreError, NotFound):
+    code = "content_not_found"
+    status = 404
+
+
+# --- planning and ingestion ---------------------------------------------------------------
+
+
+class PlanningError(CairnError):
+    """Planning failed for a reason of its own (a prompt, an answer); LLM failures are LLMError."""
+
+    code = "planning_error"
+    status = 502
+
+
+class PlanParseError(PlanningError):
+    """The answer holds no usable plan."""
+
+    code = "plan_parse_error"
+
+
 class IngestError(CairnError):
+    """Content that cannot be ingested as it is."""
+
     code = "ingest_error"
+    status = 422
+
+
+# --- the retrieval workflow -------------------------------------------------------------
+
+
+class WorkflowError(CairnError):
+    code = "workflow_error"
+    status = 502
+
+
+class CairnRetryableError(WorkflowError):
+    """Raised by a workflow task for an error worth retrying; Step Functions retries on its name."""
+
+    retryable = True
+    code = "retryable_error"
+
+
+class CairnTaskError(WorkflowError):
+    """Raised by a workflow task for an error that retrying will not fix."""
+
+    code = "task_error"
+
+
+class WorkflowFailed(WorkflowError):
+    """An execution failed; carries the original error's code, message, status and retryability."""
+
+    code = "workflow_failed"
+
+    def __init__(self, message: str, *, code: str = "workflow_failed", status: int = 502, retryable: bool = False,
+                 details: Any = None) -> None:
+        super().__init__(message, retryable=retryable, details=details)
+        self.code = code
+        self.status = status
+
+    @property
+    def http_status(self) -> int:
+        return self.status

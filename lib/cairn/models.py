@@ -211,6 +211,21 @@ class QueryResult(BaseModel):
         }
 
 
+class FindResponse(BaseModel):
+    """A :class:`FindResult` as the API answers it (and :mod:`cairn.client` returns it)."""
+
+    memories: list[MatchedContext] = Field(default_factory=list)
+    resources: list[MatchedContext] = Field(default_factory=list)
+    skills: list[MatchedContext] = Field(default_factory=list)
+    total: int = 0
+    query_plan: QueryPlan | None = None
+    provenance: list[dict[str, Any]] | None = None
+
+    def all(self) -> list[MatchedContext]:
+        """Every match, best first."""
+        return sorted(self.memories + self.resources + self.skills, key=lambda m: -m.score)
+
+
 class FindResult(BaseModel):
     memories: list[MatchedContext] = Field(default_factory=list)
     resources: list[MatchedContext] = Field(default_factory=list)

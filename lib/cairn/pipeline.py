@@ -1,27 +1,32 @@
-"""Runs the stages in-process in the workflow's order: the embedded default and the tests.
+"""Runs the stages in-process in the workflow's order: the embedded default, the server and tests.
 
 ``find()``: one query, no session, no planning, quick mode by default.
 ``search()``: a query and optionally a session; it plans first, thinking mode by default.
+
+A :class:`Cairn` is one tenant's view over :class:`~cairn.services.Services` (the composition
+root). Build one with ``Services.from_settings().cairn(tenant)``, ``Cairn.from_settings()``, or —
+for tests and host applications that hold their own parts — ``Cairn(store, embedder, tenant,
+...)``, where a part not passed is simply absent (no reranker, no sessions, ...).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import stages
 from .config import Settings, load_settings
-from .embeddings import Embedder
-from .ingest import ContentStore, IngestReport, Ingestor
+from .errors import ConfigError, RequestError
+from .ingest import IngestReport, Ingestor
 from .ingest.service import Progress, _quiet
 from .models import FindResult
 from .observability.stats import RetrievalStats
-from .planning.base import Planner
 from .requests import FindRequest, parse_request
-from .rerank.base import Reranker
 from .retrieval.thinking import ThinkingConfig
-from .sessions.base import SessionStore
-from .vectorstores import VectorStore
+from .services import Services
+
+_PARTS = ("reranker", "planner", "sessions", "content", "llm")
 
 
 class Cairn:
@@ -29,82 +34,103 @@ class Cairn:
 
     def __init__(
         self,
-        store: VectorStore,
-        embedder: Embedder,
-        tenant: str,
+        store: Any,
+        embedder: Any = None,
+        tenant: str | None = None,
         *,
+        settings: Settings | None = None,
         thinking: ThinkingConfig | None = None,
-        reranker: Reranker | None = None,
-        planner: Planner | None = None,
-        sessions: SessionStore | None = None,
-        content: ContentStore | None = None,
-        hotness_weight: float = 0.0,
         stats: RetrievalStats | None = None,
+        **parts: Any,
     ) -> None:
-        self.store = store
-        self.embedder = embedder
-        self.tenant = tenant
-        self.thinking = thinking or ThinkingConfig()
-        self.reranker = reranker
-        self.planner = planner
-        self.sessions = sessions
-        self.content = content
-        self.hotness_weight = hotness_weight
-        self.stats = stats or RetrievalStats()
+        if isinstance(store, Services):
+            services, tenant = store, embedder if isinstance(embedder, str) else tenant
+        else:
+            unknown = sorted(set(parts) - set(_PARTS))
+            if unknown:
+                raise TypeError(f"Cairn(): unknown part(s) {', '.join(unknown)}; allowed: {', '.join(_PARTS)}")
+            given = {name: parts.get(name) for name in _PARTS}
+            services = Services(settings or Settings(), store=store, embedder=embedder, **given)
+        self.services = services
+        self.tenant = tenant or services.settings.tenant
+        cfg = services.settings
+        self.thinking = thinking or ThinkingConfig(alpha=cfg.alpha, threshold=cfg.score_threshold)
+        self.hotness_weight = cfg.hotness_weight
+        self.stats = stats or services.tenant_stats(self.tenant)
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None) -> "Cairn":
-        from . import factory
+    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Cairn:
+        """The embedded default (or whatever ``settings`` / ``CAIRN_*`` configure)."""
+        services = Services(settings if settings is not None else load_settings(**overrides))
+        return services.cairn()
 
-        settings = settings or load_settings()
-        embedder = factory.build_embedder(settings)
-        llm = factory.build_llm_client(settings)
-        store = factory.build_store(settings, embedder.dimension)
-        return cls(
-            store,
-            embedder,
-            settings.tenant,
-            thinking=ThinkingConfig(alpha=settings.alpha, threshold=settings.score_threshold),
-            reranker=factory.build_reranker_from(settings, embedder),
-            planner=factory.build_planner(settings, llm, store, embedder),
-            sessions=factory.build_session_store(settings),
-            content=factory.build_content_store(settings),
-            hotness_weight=settings.hotness_weight,
-        )
+    # the services, read through the composition root (built on first use)
+    store = property(lambda self: self.services.store)
+    embedder = property(lambda self: self.services.embedder)
+    sessions = property(lambda self: self.services.sessions)
+    content = property(lambda self: self.services.content)
+    llm = property(lambda self: self.services.llm)
+
+    @property
+    def reranker(self) -> Any:
+        return self.services.reranker
+
+    @reranker.setter
+    def reranker(self, value: Any) -> None:
+        self.services.__dict__["reranker"] = value
+
+    @property
+    def planner(self) -> Any:
+        return self.services.planner(self.tenant)
+
+    # ------------------------------------------------------------------ retrieval
 
     def find(self, query: str | FindRequest, **options: Any) -> FindResult:
         """One query, no session, no planning: quick mode unless ``mode='thinking'``."""
+        rerank = options.pop("rerank", False)
         request = self._request(query, options, default_mode="quick")
-        return self._run(request, stages.plan(request), rerank=options.get("rerank", False))
+        return self._run(request, stages.plan(request), rerank=rerank)
 
     def search(self, query: str | FindRequest, session_id: str | None = None, **options: Any) -> FindResult:
-        """Plan with the session (if any), then retrieve in thinking mode and rerank."""
-        request = self._request(query, options, default_mode="thinking")
-        view = None
-        if session_id is not None:
-            if self.sessions is None:
-                from .errors import ConfigError
+        """Plan with the session (if any), then retrieve in thinking mode and rerank.
 
-                raise ConfigError("search() with a session needs a session store")
-            view = self.sessions.get(self.tenant, session_id)
+        With a session, the plan reads its summary and recent messages, and the result becomes
+        the session's prefetched context."""
+        rerank = options.pop("rerank", True)
+        request = self._request(query, options, default_mode="thinking")
+        view = self.session_view(session_id)
         plan = stages.plan(request, self.planner, view)
         if not plan.queries:  # "no retrieval needed": return at once
             return FindResult(query_plan=plan)
-        result = self._run(request, plan, rerank=options.get("rerank", True))
+        result = self._run(request, plan, rerank=rerank)
         result.query_plan = plan
-        if session_id is not None and self.sessions is not None:
+        if session_id is not None:
             self.sessions.set_prefetched(self.tenant, session_id, result.to_dict())
         return result
 
+    def session_view(self, session_id: str | None) -> Any:
+        """The session a search plans with (None without one); a clear error without a store."""
+        if session_id is None:
+            return None
+        if self.sessions is None:
+            raise ConfigError("search() with a session needs a session store")
+        return self.sessions.get(self.tenant, session_id)
+
     def _request(self, query: str | FindRequest, options: dict[str, Any], default_mode: str) -> FindRequest:
         if isinstance(query, FindRequest):
+            if options:
+                raise RequestError(f"pass options inside the FindRequest, not beside it: {', '.join(sorted(options))}")
             return query
-        fields = {k: v for k, v in options.items() if k != "rerank"}
+        fields = dict(options)
         fields.setdefault("mode", default_mode)
+        fields.setdefault("limit", self.services.settings.default_limit)
         return parse_request(FindRequest, {"query": query, **fields})
 
     def _run(self, request: FindRequest, plan: Any, rerank: bool) -> FindResult:
         reranker = self.reranker if rerank else None
+        thinking = self.thinking
+        if request.score_threshold is not None:
+            thinking = replace(thinking, threshold=request.score_threshold)
         outputs = [
             stages.retrieve(
                 tq,
@@ -112,15 +138,19 @@ class Cairn:
                 tenant=self.tenant,
                 store=self.store,
                 embedder=self.embedder,
-                thinking=self.thinking,
+                thinking=thinking,
                 rerank_follows=reranker is not None,
             )
             for tq in plan.queries
         ]
-        result = stages.rerank(outputs, request, reranker=reranker, hotness_weight=self.hotness_weight)
+        result = stages.rerank(
+            outputs, request, reranker=reranker, hotness_weight=self.hotness_weight, threshold=thinking.threshold
+        )
         for qr in result.query_results:
             self.stats.record_result(qr)
         return result
+
+    # ------------------------------------------------------------------ content
 
     def ingestor(self, **options: Any) -> Ingestor:
         """An ingestor writing to this tenant's store and content store."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import uri as uris
 from .errors import InvalidURIError, RequestError
@@ -14,8 +14,20 @@ MAX_QUERY_CHARS = 8000
 MAX_LIMIT = 100
 
 
+def no_tenant(data: Any) -> Any:
+    """Refuse a body that names a tenant: the tenant comes from the caller's credentials."""
+    if isinstance(data, dict) and "tenant" in data:
+        raise ValueError("'tenant' is not accepted in the body: the tenant comes from your credentials; remove it")
+    return data
+
+
 class FindRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_tenant(cls, data: Any) -> Any:
+        return no_tenant(data)
 
     query: str
     context_type: ContextType | None = None

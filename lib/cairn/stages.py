@@ -97,10 +97,12 @@ def rerank(
     *,
     reranker: Reranker | None = None,
     hotness_weight: float = 0.0,
+    threshold: float = DEFAULT_THRESHOLD,
 ) -> FindResult:
-    """Rerank each typed query's candidates, then threshold (strict ``>``), dedupe by URI,
-    cut to ``limit`` per typed query, and bucket by context type."""
-    threshold = DEFAULT_THRESHOLD if request.score_threshold is None else request.score_threshold
+    """Rerank each typed query's candidates, then threshold (strict ``>``; the request's
+    ``score_threshold``, else ``threshold``: the settings'), dedupe by URI, cut to ``limit`` per
+    typed query, and bucket by context type."""
+    threshold = threshold if request.score_threshold is None else request.score_threshold
     result = FindResult(query_plan=plan_)
     best: dict[str, MatchedContext] = {}  # a URI found by several typed queries is listed once
     for out in outputs:

@@ -1,4 +1,4 @@
-"""The retrieval workflow as Step Functions runs it: state I/O models, task errors, the runtime.
+"""The retrieval workflow as Step Functions runs it: state I/O models, task errors, running a search.
 
 The workflow (``infra/statemachine/retrieval.asl.json``)::
 
@@ -24,29 +24,28 @@ with backoff) and ``CairnTaskError`` (retrying will not help). The message of ei
 of ``CairnError.to_dict()`` plus the HTTP ``status`` it maps to, so whoever reads the failed
 execution (the api function) can answer with the original error.
 
-**Runtime.** :class:`Runtime` holds the clients one Lambda container builds once (store,
-embedder, reranker, planner, session store, AWS clients) and reuses across warm invocations.
-Nothing is built at import time: each is built on first use, so importing a handler stays cheap.
+**Services.** Every task takes the container's :class:`~cairn.services.Services` (the one
+composition root, built on first use and kept for warm invocations), so a task builds exactly
+what ``Cairn`` builds in process: the same planner (scoped to the tenant's folders), content
+store, threshold and reranker.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import CairnError, ConfigError, RequestError, SessionNotFound
+from .errors import CairnError, CairnRetryableError, CairnTaskError, RequestError, WorkflowFailed
 from .models import Candidate, QueryPlan, TypedQuery
 from .requests import FindRequest, parse_request
 from .stages import RetrieveOutput
 
 if TYPE_CHECKING:
-    from .pipeline import Cairn
+    from .services import Services
 
 __all__ = [
     "RETRYABLE_ERROR",
@@ -57,12 +56,13 @@ __all__ = [
     "RerankInput",
     "RetrieveOutput",
     "RetrieveTask",
-    "Runtime",
     "WorkflowFailed",
     "WorkflowInput",
     "compact",
-    "http_status",
+    "execution_error",
     "parse_state",
+    "search",
+    "start_sync",
     "task_errors",
 ]
 
@@ -181,35 +181,8 @@ def _cut(c: Candidate, chars: int) -> Candidate:
 # --------------------------------------------------------------------------- task errors
 
 
-def http_status(exc: CairnError) -> int:
-    """The HTTP status an error maps to: 400 bad request, 404 unknown session, 503 retry later,
-    500 misconfiguration, 502 a backend refused."""
-    if isinstance(exc, SessionNotFound):
-        return 404
-    if isinstance(exc, RequestError):
-        return 400
-    if exc.retryable:
-        return 503
-    if isinstance(exc, ConfigError):
-        return 500
-    return 502
-
-
 def _payload(exc: CairnError) -> str:
-    return json.dumps({**exc.to_dict(), "status": http_status(exc)}, default=str)
-
-
-class CairnRetryableError(CairnError):
-    """Raised by a workflow task for an error worth retrying; Step Functions retries on its name."""
-
-    retryable = True
-    code = "retryable_error"
-
-
-class CairnTaskError(CairnError):
-    """Raised by a workflow task for an error that retrying will not fix."""
-
-    code = "task_error"
+    return json.dumps({**exc.to_dict(), "status": exc.http_status}, default=str)
 
 
 # the Lambda error types (errorType) Step Functions sees; the ASL's Retry and Catch name them
@@ -229,39 +202,27 @@ def task_errors() -> Iterator[None]:
         raise wrapper(_payload(exc), retryable=exc.retryable) from exc
 
 
-class WorkflowFailed(CairnError):
-    """An execution failed; carries the original error's code, message, status and retryability."""
+def execution_error(error: str | None, cause: str | None) -> WorkflowFailed:
+    """Rebuild the task's error from a failed execution's ``error`` and ``cause``.
 
-    code = "workflow_failed"
-
-    def __init__(self, message: str, *, code: str = "workflow_failed", status: int = 502, retryable: bool = False,
-                 details: Any = None) -> None:
-        super().__init__(message, retryable=retryable, details=details)
-        self.code = code
-        self.status = status
-
-    @classmethod
-    def from_execution(cls, error: str | None, cause: str | None) -> WorkflowFailed:
-        """Rebuild the task's error from a failed execution's ``error`` and ``cause``.
-
-        ``cause`` is the Lambda error payload (``{"errorMessage", "errorType", ...}``) whose
-        message is the JSON a task wrote (see :func:`task_errors`); anything else (a timeout, a
-        crash) becomes a 502, retryable when Step Functions says the task timed out."""
-        original = _task_payload(cause)
-        if original is not None:
-            return cls(
-                str(original.get("message", "")),
-                code=str(original.get("error", "workflow_failed")),
-                status=int(original.get("status", 502)),
-                retryable=bool(original.get("retryable", False)),
-                details=original.get("details"),
-            )
-        retryable = error in (RETRYABLE_ERROR, "States.Timeout", "Lambda.TooManyRequestsException", "Lambda.ServiceException")
-        return cls(
-            f"the retrieval workflow failed: {error or 'unknown error'}",
-            status=503 if retryable else 502,
-            retryable=retryable,
+    ``cause`` is the Lambda error payload (``{"errorMessage", "errorType", ...}``) whose message
+    is the JSON a task wrote (see :func:`task_errors`); anything else (a timeout, a crash)
+    becomes a 502, retryable (503) when Step Functions says the task timed out or was throttled."""
+    original = _task_payload(cause)
+    if original is not None:
+        return WorkflowFailed(
+            str(original.get("message", "")),
+            code=str(original.get("error", "workflow_failed")),
+            status=int(original.get("status", 502)),
+            retryable=bool(original.get("retryable", False)),
+            details=original.get("details"),
         )
+    retryable = error in (RETRYABLE_ERROR, "States.Timeout", "Lambda.TooManyRequestsException", "Lambda.ServiceException")
+    return WorkflowFailed(
+        f"the retrieval workflow failed: {error or 'unknown error'}",
+        status=503 if retryable else 502,
+        retryable=retryable,
+    )
 
 
 def _task_payload(cause: str | None) -> dict[str, Any] | None:
@@ -273,171 +234,37 @@ def _task_payload(cause: str | None) -> dict[str, Any] | None:
     return inner if isinstance(inner, dict) and "error" in inner and "message" in inner else None
 
 
-# --------------------------------------------------------------------------- the runtime
-
-_UNSET: Any = object()
+# --------------------------------------------------------------------------- running a search
 
 
-class Runtime:
-    """The clients of one Lambda container, built on first use and kept for warm invocations.
+def search(services: Services, tenant: str, request: FindRequest, session_id: str | None = None, *,
+           rerank: bool = True) -> dict[str, Any]:
+    """``search()`` as the API serves it: through the Express workflow when
+    ``settings.state_machine_arn`` is set (Lambda), else in process. Either way the result
+    becomes the session's prefetched context and the statistics are recorded."""
+    cairn = services.cairn(tenant)
+    if not services.settings.state_machine_arn:
+        result = cairn.search(request, session_id, rerank=rerank)
+        return result.to_dict(include_provenance=request.include_provenance)
+    cairn.session_view(session_id)  # a foreign or unknown session is refused before any work
+    start = WorkflowInput(tenant=tenant, request=request, session_id=session_id, rerank=rerank)
+    out = start_sync(services, start)
+    if session_id is not None:
+        services.sessions.set_prefetched(tenant, session_id, out)
+    return out
 
-    Pass any of them in (tests, the local runner); what is not passed is built from ``settings``
-    (default: :func:`cairn.config.load_settings` from the environment). Environment variables read
-    here, beside the ``CAIRN_*`` settings: ``CAIRN_STATE_MACHINE_ARN`` (run ``search`` through the
-    Express workflow; unset: in process) and ``CAIRN_CONTENT_BUCKET`` (S3 content store).
-    """
 
-    def __init__(
-        self,
-        settings: Any = _UNSET,
-        *,
-        store: Any = _UNSET,
-        embedder: Any = _UNSET,
-        reranker: Any = _UNSET,
-        planner: Any = _UNSET,
-        sessions: Any = _UNSET,
-        stats: Any = _UNSET,
-        content: Any = _UNSET,
-        sfn: Any = _UNSET,
-        s3: Any = _UNSET,
-        state_machine_arn: str | None = _UNSET,
-    ) -> None:
-        given = {"settings": settings, "store": store, "embedder": embedder, "reranker": reranker,
-                 "planner": planner, "sessions": sessions, "stats": stats, "content": content, "sfn": sfn,
-                 "s3": s3, "state_machine_arn": state_machine_arn}
-        for name, value in given.items():
-            if value is not _UNSET:
-                self.__dict__[name] = value  # pre-fills the cached_property of that name
-
-    @cached_property
-    def settings(self) -> Any:
-        from .config import load_settings
-
-        return load_settings()
-
-    @cached_property
-    def embedder(self) -> Any:
-        from . import factory
-
-        return factory.build_embedder(self.settings)
-
-    @cached_property
-    def store(self) -> Any:
-        from . import factory
-
-        return factory.build_store(self.settings, self.embedder.dimension)
-
-    @cached_property
-    def reranker(self) -> Any:
-        from . import factory
-
-        return factory.build_reranker_from(self.settings, self.embedder)
-
-    @cached_property
-    def planner(self) -> Any:
-        from . import factory
-
-        return factory.build_planner(self.settings, factory.build_llm_client(self.settings))
-
-    @cached_property
-    def sessions(self) -> Any:
-        from . import factory
-
-        return factory.build_session_store(self.settings)
-
-    @cached_property
-    def stats(self) -> Any:
-        """The container's statistics (the rerank task records and emits them as EMF)."""
-        from .observability.stats import RetrievalStats
-
-        return RetrievalStats()
-
-    def tenant_stats(self, tenant: str) -> Any:
-        """One tenant's statistics in this container (what ``GET /stats`` shows that tenant)."""
-        from .observability.stats import RetrievalStats
-
-        by_tenant = self.__dict__.setdefault("_tenant_stats", {})
-        if tenant not in by_tenant:
-            by_tenant[tenant] = RetrievalStats()
-        return by_tenant[tenant]
-
-    @cached_property
-    def thinking(self) -> Any:
-        from .retrieval.thinking import ThinkingConfig
-
-        return ThinkingConfig(alpha=self.settings.alpha, threshold=self.settings.score_threshold)
-
-    @cached_property
-    def state_machine_arn(self) -> str | None:
-        return os.environ.get("CAIRN_STATE_MACHINE_ARN") or None
-
-    @cached_property
-    def sfn(self) -> Any:
-        import boto3
-
-        return boto3.client("stepfunctions")
-
-    @cached_property
-    def s3(self) -> Any:
-        import boto3
-
-        return boto3.client("s3")
-
-    @cached_property
-    def content(self) -> Any:
-        from .ingest.content import LocalContentStore, S3ContentStore
-
-        bucket = os.environ.get("CAIRN_CONTENT_BUCKET")
-        if bucket:
-            return S3ContentStore(bucket, prefix="content", client=self.s3)
-        return LocalContentStore(self.settings.home / "content")
-
-    @property
-    def reranker_configured(self) -> bool:
-        return self.settings.rerank.kind != "none"
-
-    def cairn(self, tenant: str, *, planning: bool = False) -> Cairn:
-        """A tenant's :class:`Cairn` over the shared clients (the planner and sessions only when
-        ``planning``: ``find()`` needs neither)."""
-        from .pipeline import Cairn
-
-        return Cairn(
-            self.store,
-            self.embedder,
-            tenant,
-            thinking=self.thinking,
-            reranker=self.reranker,
-            planner=self.planner if planning else None,
-            sessions=self.sessions if planning else None,
-            hotness_weight=self.settings.hotness_weight,
-            stats=self.tenant_stats(tenant),
-        )
-
-    def search(self, tenant: str, request: FindRequest, session_id: str | None = None, *, rerank: bool = True) -> dict[str, Any]:
-        """``search()``: through the Express workflow when ``CAIRN_STATE_MACHINE_ARN`` is set, else in
-        process. With a session, its prefetched context is updated with the result."""
-        if not self.state_machine_arn:
-            svc = self.cairn(tenant, planning=True)
-            result = svc.search(request, session_id, rerank=rerank)
-            svc.stats.emit_emf()
-            return result.to_dict(include_provenance=request.include_provenance)
-        start = WorkflowInput(tenant=tenant, request=request, session_id=session_id, rerank=rerank)
-        out = self.start_sync(start)
-        if session_id is not None:
-            self.sessions.set_prefetched(tenant, session_id, out)
-        return out
-
-    def start_sync(self, start: WorkflowInput) -> dict[str, Any]:
-        """StartSyncExecution of the Express state machine; a failed execution raises its task's error."""
-        resp = self.sfn.start_sync_execution(
-            stateMachineArn=self.state_machine_arn, input=start.model_dump_json()
-        )
-        status = resp.get("status")
-        if status == "SUCCEEDED":
-            return json.loads(resp.get("output") or "{}")
-        if status == "TIMED_OUT":
-            raise WorkflowFailed("the retrieval workflow timed out; retry", status=504, retryable=True)
-        raise WorkflowFailed.from_execution(resp.get("error"), resp.get("cause"))
+def start_sync(services: Services, start: WorkflowInput) -> dict[str, Any]:
+    """StartSyncExecution of the Express state machine; a failed execution raises its task's error."""
+    resp = services.sfn.start_sync_execution(
+        stateMachineArn=services.settings.state_machine_arn, input=start.model_dump_json()
+    )
+    status = resp.get("status")
+    if status == "SUCCEEDED":
+        return json.loads(resp.get("output") or "{}")
+    if status == "TIMED_OUT":
+        raise WorkflowFailed("the retrieval workflow timed out; retry", status=503, retryable=True)
+    raise execution_error(resp.get("error"), resp.get("cause"))
 
 
 def parse_state(model: type[BaseModel], event: Any) -> Any:

@@ -11,7 +11,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from cairn.errors import PlanningError
+from cairn.errors import LLMError
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -142,7 +142,7 @@ def test_bedrock_errors_are_planning_errors(fake, aws_env, status, error_type, r
     from cairn.llm.bedrock import BedrockLLM
 
     fake.status, fake.error_type = status, error_type
-    with pytest.raises(PlanningError, match=error_type) as err:
+    with pytest.raises(LLMError, match=error_type) as err:
         BedrockLLM(MODEL, region="us-east-1", endpoint_url=fake.url).complete("hi", timeout_s=3)
     assert err.value.retryable is retryable
 
@@ -151,7 +151,7 @@ def test_bedrock_read_timeout_is_retryable(fake, aws_env):
     from cairn.llm.bedrock import BedrockLLM
 
     fake.delay_s = 1.5
-    with pytest.raises(PlanningError, match="ReadTimeoutError") as err:
+    with pytest.raises(LLMError, match="ReadTimeoutError") as err:
         BedrockLLM(MODEL, region="us-east-1", endpoint_url=fake.url).complete("hi", timeout_s=0.3)
     assert err.value.retryable
 
@@ -178,7 +178,7 @@ def test_openai_compatible_http_errors(fake, status, retryable):
     from cairn.llm.openai_compat import OpenAICompatLLM
 
     fake.status = status
-    with pytest.raises(PlanningError, match=f"HTTP {status}.*fake failure") as err:
+    with pytest.raises(LLMError, match=f"HTTP {status}.*fake failure") as err:
         OpenAICompatLLM("m", base_url=fake.url + "/v1", api_key="k").complete("hi")
     assert err.value.retryable is retryable
 
@@ -187,10 +187,10 @@ def test_openai_compatible_timeout_and_unreachable(fake):
     from cairn.llm.openai_compat import OpenAICompatLLM
 
     fake.delay_s = 1.0
-    with pytest.raises(PlanningError, match="timed out") as err:
+    with pytest.raises(LLMError, match="timed out") as err:
         OpenAICompatLLM("m", base_url=fake.url + "/v1").complete("hi", timeout_s=0.2)
     assert err.value.retryable
-    with pytest.raises(PlanningError, match="cannot reach") as err:
+    with pytest.raises(LLMError, match="cannot reach") as err:
         OpenAICompatLLM("m", base_url="http://127.0.0.1:9/v1").complete("hi", timeout_s=1)
     assert err.value.retryable
 
@@ -230,10 +230,10 @@ def test_litellm_over_an_openai_compatible_fake(fake):
     assert path == "/v1/chat/completions" and body["model"] == "fake-model"
     assert body["messages"][0]["role"] == "system" and body["messages"][-1] == {"role": "user", "content": "plan"}
     fake.status, fake.error_type = 429, "rate_limit_exceeded"
-    with pytest.raises(PlanningError, match="RateLimitError") as err:
+    with pytest.raises(LLMError, match="RateLimitError") as err:
         llm.complete("plan", timeout_s=5)
     assert err.value.retryable
     fake.status = 400
-    with pytest.raises(PlanningError) as err:
+    with pytest.raises(LLMError) as err:
         llm.complete("plan", timeout_s=5)
     assert not err.value.retryable

@@ -9,7 +9,7 @@ from cairn.embeddings.base import Embedder, normalize
 from cairn.errors import EmbeddingError
 from cairn.ingest import Document, Ingestor, LLMSummarizer, LocalContentStore, read
 from cairn.ingest.chunking import CHUNK_CHARS
-from cairn.ingest.reader import NotFound
+from cairn.errors import ContextNotFound as NotFound
 from cairn.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote, unquote
 
 from .. import uri as uris
-from ..errors import CairnError, IngestError
+from ..errors import CairnError, ContentNotFound, ContentStoreError, IngestError
 from ..vectorstores.base import validate_tenant
 
 T = TypeVar("T")
@@ -42,14 +42,6 @@ BODY = ".body"
 URI_FILE = ".uri"  # the node's URI, kept only when a segment of its path was shortened
 MAX_SEGMENT_CHARS = 150  # encoded; well under 255 bytes with room for a temporary file's prefix
 HASHED = "%~"
-
-
-class ContentStoreError(IngestError):
-    code = "content_store_error"
-
-
-class ContentNotFound(ContentStoreError):
-    code = "content_not_found"
 
 
 def _enc(segment: str) -> str:

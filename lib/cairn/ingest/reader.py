@@ -16,16 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import uri as uris
-from ..errors import RequestError
+from ..errors import ContextNotFound, RequestError
 from ..models import ContextRecord, Level, record_id
 from ..vectorstores import VectorStore
 from .content import ContentNotFound, ContentStore
 
 _DISPLAY = {"/.abstract.md": Level.ABSTRACT, "/.overview.md": Level.OVERVIEW}
-
-
-class NotFound(RequestError):
-    code = "not_found"
 
 
 @dataclass(frozen=True)
@@ -52,7 +48,7 @@ def _records(store: VectorStore, tenant: str, uri: str) -> dict[Level, ContextRe
 def read(
     store: VectorStore, content: ContentStore | None, tenant: str, uri: str, level: int = 0
 ) -> ReadResult:
-    """Read ``uri`` at ``level`` (0, 1 or 2); raises :class:`NotFound` when nothing is stored there."""
+    """Read ``uri`` at ``level`` (0, 1 or 2); raises :class:`ContextNotFound` when nothing is stored there."""
     for suffix, lvl in _DISPLAY.items():
         if uri.endswith(suffix):
             uri, level = uri[: -len(suffix)], lvl
@@ -61,7 +57,7 @@ def read(
     uris.context_type_of(uri)
     recs = _records(store, tenant, uri)
     if not recs:
-        raise NotFound(f"nothing is stored at {uri!r} for tenant {tenant!r}; check the URI with `cairn find`")
+        raise ContextNotFound(f"nothing is stored at {uri!r} for tenant {tenant!r}; check the URI with `cairn find`")
     is_dir = Level.ABSTRACT in recs
     chunked = uris.parse(uri).chunk is not None
     kind = "directory" if is_dir else ("chunk" if chunked else "file")
@@ -78,7 +74,7 @@ def read(
     try:
         body = content.get(tenant, node)
     except ContentNotFound:
-        raise NotFound(
+        raise ContextNotFound(
             f"{uri!r} has records but no body in the content store; ingest its root again to restore it"
         ) from None
     return ReadResult(uri, lvl, kind, main.title, body, "content", main.updated_at)

@@ -2,7 +2,7 @@
 
 The public :meth:`LLMClient.complete` normalises the messages, applies the timeout default and
 maps any vendor exception once, through the backend's ``_map_error``, into a
-:class:`~cairn.errors.PlanningError` whose ``retryable`` flag says whether trying again may help.
+:class:`~cairn.errors.LLMError` whose ``retryable`` flag says whether trying again may help.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CairnError, PlanningError
+from ..errors import CairnError, LLMError
 
 JSON_INSTRUCTION = "Answer with one JSON value only: no prose before or after it."
 CHAT_ROLES = ("user", "assistant")
@@ -32,12 +32,12 @@ def normalize_messages(messages: str | Sequence[ChatMessage | Mapping[str, Any]]
     for n, m in enumerate(messages):
         msg = m if isinstance(m, ChatMessage) else ChatMessage(str(m.get("role", "")), m.get("content", ""))  # type: ignore[union-attr]
         if msg.role not in CHAT_ROLES:
-            raise PlanningError(f"messages[{n}].role {msg.role!r} is not valid; allowed: user, assistant (pass system= for the system prompt)")
+            raise LLMError(f"messages[{n}].role {msg.role!r} is not valid; allowed: user, assistant (pass system= for the system prompt)")
         if not isinstance(msg.content, str) or not msg.content.strip():
-            raise PlanningError(f"messages[{n}].content is empty; pass the text of the message")
+            raise LLMError(f"messages[{n}].content is empty; pass the text of the message")
         out.append(msg)
     if not out:
-        raise PlanningError("no messages to send; pass a prompt or at least one message")
+        raise LLMError("no messages to send; pass a prompt or at least one message")
     return out
 
 
@@ -48,7 +48,7 @@ class LLMClient(ABC):
 
     def __init__(self, model: str, *, timeout_s: float = 10.0, max_tokens: int = 1024, temperature: float = 0.0) -> None:
         if not model:
-            raise PlanningError(f"the {self.provider} LLM client needs a model id")
+            raise LLMError(f"the {self.provider} LLM client needs a model id")
         self.model = model
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
@@ -77,11 +77,11 @@ class LLMClient(ABC):
     @abstractmethod
     def _complete(self, messages: list[ChatMessage], system: str | None, timeout_s: float, json: bool) -> str: ...
 
-    def _map_error(self, exc: Exception) -> PlanningError:
-        return PlanningError(f"{self.provider} model {self.model!r}: {type(exc).__name__}: {exc}")
+    def _map_error(self, exc: Exception) -> LLMError:
+        return LLMError(f"{self.provider} model {self.model!r}: {type(exc).__name__}: {exc}")
 
-    def _error(self, what: str, *, retryable: bool) -> PlanningError:
-        return PlanningError(f"{self.provider} model {self.model!r}: {what}", retryable=retryable)
+    def _error(self, what: str, *, retryable: bool) -> LLMError:
+        return LLMError(f"{self.provider} model {self.model!r}: {what}", retryable=retryable)
 
 
 def retryable_status(status: int) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..errors import PlanningError
+from ..errors import LLMError
 from .base import ChatMessage, LLMClient
 
 _RETRYABLE = {
@@ -72,7 +72,7 @@ class BedrockLLM(LLMClient):
             raise self._error(f"returned no text (stopReason={response.get('stopReason')!r})", retryable=False)
         return text
 
-    def _map_error(self, exc: Exception) -> PlanningError:
+    def _map_error(self, exc: Exception) -> LLMError:
         response = getattr(exc, "response", None)
         if isinstance(response, dict) and "Error" in response:
             code = response["Error"].get("Code", "")

@@ -7,7 +7,7 @@ import os
 import threading
 from typing import Any
 
-from ..errors import ConfigError, PlanningError
+from ..errors import ConfigError, LLMError
 from .base import ChatMessage, LLMClient, retryable_status
 
 _RETRYABLE = {
@@ -62,7 +62,7 @@ class LiteLLMClient(LLMClient):
             raise self._error("returned no text", retryable=False)
         return text
 
-    def _map_error(self, exc: Exception) -> PlanningError:
+    def _map_error(self, exc: Exception) -> LLMError:
         names = {cls.__name__ for cls in type(exc).__mro__}
         status = getattr(exc, "status_code", None)
         retryable = bool(names & _RETRYABLE) or (isinstance(status, int) and retryable_status(status))

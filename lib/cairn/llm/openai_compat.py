@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import PlanningError
+from ..errors import LLMError
 from .base import ChatMessage, LLMClient, retryable_status
 
 
@@ -57,7 +57,7 @@ class OpenAICompatLLM(LLMClient):
             raise self._error("returned no text", retryable=False)
         return text
 
-    def _map_error(self, exc: Exception) -> PlanningError:
+    def _map_error(self, exc: Exception) -> LLMError:
         import httpx
 
         if isinstance(exc, httpx.TimeoutException):

@@ -13,15 +13,12 @@ import json
 import re
 from typing import Any
 
+from ..errors import PlanParseError
 from ..models import ContextType, QueryPlan, TypedQuery
 
 MAX_QUERIES = 5
 DEFAULT_PRIORITY = 3
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
-
-
-class PlanParseError(ValueError):
-    """The answer holds no usable plan."""
 
 
 def extract_json(text: str) -> Any:

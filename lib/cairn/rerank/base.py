@@ -38,7 +38,7 @@ from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import CairnError, RerankError
+from ..errors import CairnError, RerankError, RerankResponseError
 from ..models import Candidate
 from ..observability.logging import get_logger
 from ..retry import RetryPolicy, is_retryable_cairn_error
@@ -60,16 +60,6 @@ FALLBACK_BAD_INDEX = "bad_index"  # an index/score answer named a document out o
 FALLBACK_NON_FINITE = "non_finite"  # every score was NaN/inf: each candidate kept its vector score
 FALLBACK_BLANK = "blank"  # every candidate's text was blank: nothing to send
 FALLBACK_BLANK_QUERY = "blank_query"  # the query was blank: nothing to rank against
-
-
-class RerankResponseError(RerankError):
-    """The backend answered, but not with exactly one score per document."""
-
-    code = "rerank_bad_response"
-
-    def __init__(self, message: str, *, fallback: str = FALLBACK_LENGTH, **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.fallback = fallback
 
 
 class RerankOutcome(BaseModel):

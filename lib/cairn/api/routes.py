@@ -1,0 +1,275 @@
+"""The ``/v1`` route table, defined once on Powertools' event handler.
+
+The API Lambda resolves API Gateway events with it; ``cairn serve`` turns each HTTP request into
+the same event and resolves it with the same table (:mod:`cairn.api.server`). Request bodies and
+parameters are validated by Powertools against the pydantic models, and the OpenAPI document is
+generated from this table (``GET /v1/openapi.json``; committed as ``docs/openapi.json``).
+
+Every error is one JSON envelope (:class:`~cairn.api.models.ErrorBody`) with the request id and
+the status of its family in :mod:`cairn.errors`; ``Retry-After`` on 429 and 503; never a stack
+trace. A response that would pass Lambda's 6 MB limit is refused with a 413 that says how to
+page; L2 bodies and folder listings are paged.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
+
+from .. import __version__, workflow
+from ..errors import CairnError, PayloadTooLarge, RequestError, RouteNotFound
+from ..observability.logging import get_logger
+from ..models import FindResponse
+from ..requests import FindRequest
+from ..services import Services
+from .auth import AuthorizerConfig, Caller, caller_of
+from .browse import read_page, tree
+from .models import (
+    Contents,
+    Deleted,
+    DocumentsPut,
+    ErrorBody,
+    FindBody,
+    Health,
+    IngestSummary,
+    MessageAppend,
+    SearchBody,
+    SessionCreate,
+    Tree,
+)
+
+log = get_logger(__name__)
+MAX_RESPONSE_BYTES = 5_800_000  # under Lambda's 6 MB response limit, with room for the envelope
+RETRY_AFTER_S = 1
+TITLE = "cairn"
+_ERRORS = {
+    400: {"description": "bad request: every problem is listed, each with where it is", "content": {"application/json": {"schema": ErrorBody.model_json_schema()}}},
+    401: {"description": "missing or unknown credentials"},
+    404: {"description": "not found"},
+}
+
+
+def build_app(services: Services, authorizer: AuthorizerConfig | None = None) -> APIGatewayHttpResolver:
+    """The ``/v1`` API over ``services``: one resolver, shared by the API Lambda and ``cairn serve``."""
+    authorizer = authorizer or AuthorizerConfig()
+    app = APIGatewayHttpResolver(enable_validation=True)
+
+    def caller() -> Caller:
+        return caller_of(app.current_event.raw_event, authorizer)
+
+    def request_id() -> str:
+        context = app.current_event.raw_event.get("requestContext") or {}
+        return str(context.get("requestId") or uuid.uuid4())
+
+    def with_defaults(request: FindRequest, fields_set: set[str], who: Caller) -> FindRequest:
+        update: dict[str, Any] = {"user": who.user_for(request.user)}
+        if "limit" not in fields_set:
+            update["limit"] = services.settings.default_limit
+        return request.model_copy(update=update)
+
+    # ------------------------------------------------------------------ retrieval
+
+    @app.post("/v1/find", summary="Find: one query, no session, no planning", responses=_ERRORS, tags=["retrieval"])
+    def find(body: FindBody) -> FindResponse:
+        who = caller()
+        request = with_defaults(body.request(), body.model_fields_set, who)
+        result = services.cairn(who.tenant).find(request, rerank=body.rerank)
+        return _bounded(result.to_dict(include_provenance=request.include_provenance))
+
+    @app.post("/v1/search", summary="Search: plan (with a session), retrieve hierarchically, rerank",
+              responses=_ERRORS, tags=["retrieval"])
+    def search(body: SearchBody) -> FindResponse:
+        who = caller()
+        request = with_defaults(body.request(), body.model_fields_set, who)
+        return _bounded(workflow.search(services, who.tenant, request, body.session_id, rerank=body.rerank))
+
+    # ------------------------------------------------------------------ sessions
+
+    @app.post("/v1/sessions", summary="Create a session", responses=_ERRORS, tags=["sessions"])
+    def create_session(body: SessionCreate) -> Response[dict[str, Any]]:
+        who = caller()
+        session = services.sessions.create(who.tenant, who.user_for(body.user), body.ttl_s)
+        return Response(201, "application/json", session.model_dump(mode="json"))
+
+    @app.get("/v1/sessions/<session_id>", summary="A session: summary, recent messages, prefetched context",
+             responses=_ERRORS, tags=["sessions"])
+    def get_session(session_id: str, recent: Annotated[int, Query(ge=0, le=1000)] = 5) -> dict[str, Any]:
+        who = caller()
+        view = services.sessions.get(who.tenant, session_id, recent=recent)
+        who.user_for(view.session.user)
+        return view.model_dump(mode="json")
+
+    @app.delete("/v1/sessions/<session_id>", summary="Delete a session and its messages", responses=_ERRORS, tags=["sessions"])
+    def delete_session(session_id: str) -> Response[dict[str, Any]]:
+        who = caller()
+        view = services.sessions.get(who.tenant, session_id, recent=0)
+        who.user_for(view.session.user)
+        services.sessions.delete(who.tenant, session_id)
+        return Response(200, "application/json", {"id": session_id, "deleted": True})
+
+    @app.post("/v1/sessions/<session_id>/messages", summary="Append a message (Idempotency-Key: a retry lands once)",
+              responses=_ERRORS, tags=["sessions"])
+    def append_message(
+        session_id: str,
+        body: MessageAppend,
+        idempotency_key: Annotated[str | None, Header(alias="idempotency-key", max_length=200)] = None,
+    ) -> Response[dict[str, Any]]:
+        who = caller()
+        view = services.sessions.get(who.tenant, session_id, recent=0)
+        who.user_for(view.session.user)
+        message = services.sessions.append(
+            who.tenant, session_id, body.role, body.content, name=body.name, created_at=body.created_at,
+            idempotency_key=idempotency_key,
+        )
+        return Response(201, "application/json", message.model_dump(mode="json"))
+
+    # ------------------------------------------------------------------ content
+
+    @app.put("/v1/documents", summary="Upsert documents under a root URI (siblings stay unless sync)",
+             responses=_ERRORS, tags=["content"])
+    def put_documents(body: DocumentsPut) -> IngestSummary:
+        from ..ingest import IngestPayload
+
+        who = caller()
+        payload = IngestPayload(root_uri=body.root_uri, documents=body.documents)
+        ingestor = services.cairn(who.tenant).ingestor()
+        if body.sync:
+            report = ingestor.ingest(payload.to_documents(), payload.root_uri)
+        else:
+            report = ingestor.upsert(payload.to_documents(), payload.root_uri)
+        return IngestSummary(
+            root_uri=report.root_uri, documents=report.documents, records=report.records, written=report.written,
+            removed=report.removed, unchanged=report.unchanged, rejected=[f"{r.source}: {r.reason}" for r in report.rejected],
+            warnings=list(report.warnings), seconds=round(report.seconds, 3),
+        )
+
+    @app.delete("/v1/documents", summary="Delete a document or a subtree", responses=_ERRORS, tags=["content"])
+    def delete_documents(uri: Annotated[str, Query(min_length=1, max_length=2000)]) -> Deleted:
+        who = caller()
+        report = services.cairn(who.tenant).ingestor().delete(uri)
+        return Deleted(uri=uri, removed=report.removed)
+
+    @app.get("/v1/contents", summary="Read a URI progressively: L0 abstract, L1 overview, L2 full body (paged)",
+             responses=_ERRORS, tags=["content"])
+    def contents(
+        uri: Annotated[str, Query(min_length=1, max_length=2000)],
+        level: Annotated[int, Query(ge=0, le=2)] = 0,
+        offset: Annotated[int, Query(ge=0, le=10**12)] = 0,
+        max_chars: Annotated[int, Query(ge=1, le=1_000_000)] = 200_000,
+    ) -> Contents:
+        who = caller()
+        return read_page(services.cairn(who.tenant), uri, level, offset, max_chars)
+
+    @app.get("/v1/tree", summary="Browse: the children of a folder with their titles and abstracts",
+             responses=_ERRORS, tags=["content"])
+    def browse(
+        uri: Annotated[str, Query(min_length=1, max_length=2000)],
+        depth: Annotated[int, Query(ge=1, le=3)] = 1,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> Tree:
+        who = caller()
+        return tree(services.cairn(who.tenant), uri, depth, limit)
+
+    # ------------------------------------------------------------------ service
+
+    @app.get("/v1/stats", summary="This process's retrieval statistics for the caller's tenant", tags=["service"])
+    def stats() -> dict[str, Any]:
+        who = caller()
+        return services.tenant_stats(who.tenant).snapshot().model_dump(mode="json")
+
+    @app.get("/v1/health", summary="Liveness: answers without credentials and without touching a backend", tags=["service"])
+    def health() -> Health:
+        cfg = services.settings
+        return Health(version=__version__, store=cfg.store.backend, embedder=cfg.embedder.provider)
+
+    @app.get("/v1/openapi.json", summary="This API's OpenAPI document", tags=["service"], include_in_schema=False)
+    def openapi() -> Response[str]:
+        return Response(200, "application/json", openapi_json(app))
+
+    # ------------------------------------------------------------------ errors
+
+    def envelope(exc: CairnError, status: int) -> Response[str]:
+        body = {**exc.to_dict(), "request_id": request_id()}
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if status in (429, 503) else None
+        return Response(status, "application/json", json.dumps(body, default=str), headers=headers)
+
+    @app.exception_handler(CairnError)
+    def cairn_error(exc: CairnError) -> Response[str]:
+        status = exc.http_status
+        if status >= 500:
+            log.warning("request failed", error=exc.code, status=status, message=exc.message[:500], request_id=request_id())
+        return envelope(exc, status)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(exc: RequestValidationError) -> Response[str]:
+        problems = [_problem(e) for e in exc.errors()]
+        return envelope(RequestError("invalid request: " + "; ".join(problems), details=problems), 400)
+
+    @app.exception_handler(RecursionError)
+    def too_deep(exc: RecursionError) -> Response[str]:
+        return envelope(RequestError("the request body is nested too deeply; flatten it"), 400)
+
+    @app.not_found
+    def not_found(exc: NotFoundError) -> Response[str]:
+        event = app.current_event
+        return envelope(RouteNotFound(f"no route {event.http_method} {event.path}; see GET /v1/openapi.json"), 404)
+
+    @app.exception_handler(Exception)
+    def unexpected(exc: Exception) -> Response[str]:
+        rid = request_id()
+        log.exception("unhandled error", request_id=rid, path=app.current_event.path)
+        body = {"error": "internal_error", "type": "InternalError", "message": f"internal error (request {rid})",
+                "retryable": False, "request_id": rid}
+        return Response(500, "application/json", json.dumps(body))
+
+    return app
+
+
+def _problem(error: dict[str, Any]) -> str:
+    loc = [str(p) for p in error.get("loc", ()) if p not in ("body",)]
+    where = ".".join(loc) or "body"
+    msg = str(error.get("msg") or error.get("type") or "invalid").removeprefix("Value error, ")
+    if error.get("type") == "extra_forbidden":
+        msg = "unknown field"
+    if error.get("type") == "json_invalid":
+        where, msg = "body", "not valid JSON"
+    return f"{where}: {msg}"
+
+
+def _bounded(payload: dict[str, Any]) -> FindResponse:
+    size = len(json.dumps(payload, default=str))
+    if size > MAX_RESPONSE_BYTES:
+        raise PayloadTooLarge(
+            f"the answer would be {size:,} bytes, over the {MAX_RESPONSE_BYTES:,}-byte limit of one response; "
+            "ask for fewer results (limit) or without include_provenance"
+        )
+    return FindResponse.model_validate(payload)
+
+
+def openapi_json(app: APIGatewayHttpResolver) -> str:
+    """The OpenAPI document of the route table (stable key order: committed as docs/openapi.json)."""
+    doc = json.loads(app.get_openapi_json_schema(
+        title=TITLE,
+        version=__version__,
+        summary="Context retrieval for AI agents: memories, resources and skills, ranked and explained.",
+        description="Authenticate with 'Authorization: Bearer <API key>' (cairn serve) or your API Gateway authorizer.",
+    ))
+    for operations in doc.get("paths", {}).values():  # invalid requests answer 400 (ErrorBody), never 422
+        for op in operations.values():
+            op.get("responses", {}).pop("422", None)
+    for name in ("HTTPValidationError", "ValidationError"):
+        doc.get("components", {}).get("schemas", {}).pop(name, None)
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def openapi_document() -> str:
+    """The OpenAPI document, built without any service (nothing is loaded)."""
+    from ..config import Settings
+
+    return openapi_json(build_app(Services(Settings())))

@@ -1,0 +1,194 @@
+"""``cairn serve``: the ``/v1`` route table on a local HTTP server (uvicorn).
+
+Each HTTP request becomes the API Gateway (payload 2.0) event the API Lambda receives, and the
+very same resolver (:func:`cairn.api.routes.build_app`) answers it. This door is its own
+authorizer: an API key (``Authorization: Bearer <key>``, see :class:`~cairn.api.auth.ApiKeys`)
+names the tenant — and optionally the end user — and is written where API Gateway's Lambda
+authorizer writes its context. Without keys the server serves one tenant (the settings') and
+refuses to listen on anything but loopback.
+
+Requests are resolved one at a time per process (Powertools' resolver keeps the current event
+on the class); the event loop stays free, so a slow request delays others but never drops them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ipaddress
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl
+
+from ..errors import CairnError, ConfigError, PayloadTooLarge, Unauthorized, require
+from ..services import Services
+from .auth import ApiKeys, AuthorizerConfig, Caller
+from .routes import build_app
+
+MAX_BODY_BYTES = 6 * 1024 * 1024  # API Gateway's and Lambda's request payload limit
+PUBLIC = frozenset({"/v1/health", "/v1/openapi.json"})  # answer without credentials
+
+
+class LocalDoor:
+    """An ASGI application: HTTP request → API Gateway event → the route table → HTTP response."""
+
+    def __init__(self, services: Services, keys: ApiKeys | None = None, *, max_body: int = MAX_BODY_BYTES) -> None:
+        self.services = services
+        self.keys = keys
+        self.max_body = max_body
+        self.app = build_app(services, AuthorizerConfig())
+        self._lock = threading.Lock()
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        rid = str(uuid.uuid4())
+        try:
+            body = await self._body(receive)
+            event = self.event(scope, body, rid)
+            response = await asyncio.to_thread(self.resolve, event)
+        except CairnError as exc:
+            response = _error(exc, rid)
+        await _send(send, response)
+
+    async def _body(self, receive: Callable[..., Any]) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise PayloadTooLarge(f"the request body is over {self.max_body:,} bytes; send less per request")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def event(self, scope: dict[str, Any], body: bytes, request_id: str) -> dict[str, Any]:
+        """The API Gateway HTTP API (payload 2.0) event of one request, with the caller in the
+        authorizer context (401 when a key is needed and missing or unknown)."""
+        headers: dict[str, str] = {}
+        for name, value in scope.get("headers", []):
+            key = name.decode("latin-1").lower()
+            headers[key] = f"{headers[key]},{value.decode('latin-1')}" if key in headers else value.decode("latin-1")
+        path = scope.get("path") or "/"
+        raw_query = (scope.get("query_string") or b"").decode("latin-1")
+        query: dict[str, str] = {}
+        for k, v in parse_qsl(raw_query, keep_blank_values=True):
+            query[k] = f"{query[k]},{v}" if k in query else v
+        try:
+            text, b64 = body.decode("utf-8"), False
+        except UnicodeDecodeError:
+            text, b64 = base64.b64encode(body).decode("ascii"), True
+        context: dict[str, Any] = {
+            "http": {"method": scope.get("method", "GET"), "path": path, "protocol": f"HTTP/{scope.get('http_version', '1.1')}",
+                     "sourceIp": (scope.get("client") or ("", 0))[0], "userAgent": headers.get("user-agent", "")},
+            "requestId": request_id, "stage": "$default", "timeEpoch": int(time.time() * 1000),
+        }
+        if path not in PUBLIC:
+            caller = self.keys.caller(headers.get("authorization")) if self.keys else Caller(self.services.settings.tenant)
+            context["authorizer"] = {"lambda": {"tenant": caller.tenant, "user": caller.user}}
+        return {
+            "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": raw_query,
+            "headers": headers, "queryStringParameters": query or None, "requestContext": context,
+            "body": text if body else None, "isBase64Encoded": b64,
+        }
+
+    def resolve(self, event: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:  # the resolver keeps the current event on its class: one request at a time
+            return self.app.resolve(event, None)
+
+
+def _error(exc: CairnError, request_id: str) -> dict[str, Any]:
+    status = exc.http_status
+    headers = {"content-type": "application/json"}
+    if status in (429, 503):
+        headers["retry-after"] = "1"
+    if isinstance(exc, Unauthorized):
+        headers["www-authenticate"] = 'Bearer realm="cairn"'
+    return {"statusCode": status, "headers": headers, "body": json.dumps({**exc.to_dict(), "request_id": request_id})}
+
+
+async def _send(send: Callable[..., Any], response: dict[str, Any]) -> None:
+    body = response.get("body") or ""
+    data = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode("utf-8")
+    headers = [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in (response.get("headers") or {}).items()]
+    headers += [(b"set-cookie", str(c).encode("latin-1")) for c in response.get("cookies") or []]
+    await send({"type": "http.response.start", "status": int(response.get("statusCode", 200)), "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+def check_bind(host: str, keys: ApiKeys | None) -> None:
+    """Without API keys, only loopback: anyone who reaches the port would be the tenant."""
+    if keys is not None:
+        return
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"refusing to listen on {host!r} without API keys: anyone who reaches it would act as the tenant; "
+            "set CAIRN_API_KEYS_FILE (or --api-keys FILE), or listen on 127.0.0.1"
+        )
+
+
+def serve(services: Services, *, host: str = "127.0.0.1", port: int = 8080, keys: ApiKeys | None = None,
+          log_level: str = "warning", ready: Callable[[str], None] | None = None) -> None:
+    """Run ``cairn serve`` until interrupted. The embedder and store are loaded before the port
+    opens, so the first request is answered at full speed."""
+    uvicorn = require("uvicorn", extra="local", feature="cairn serve")
+    check_bind(host, keys)
+    services.store  # noqa: B018 - load the model and open the store now, not on the first request
+    config = uvicorn.Config(LocalDoor(services, keys), host=host, port=port, log_level=log_level,
+                            lifespan="on", access_log=log_level in ("info", "debug"))
+    server = uvicorn.Server(config)
+    if ready is not None:
+        where = f"http://{host}:{port}"
+        threading.Thread(target=_announce, args=(server, ready, where), daemon=True).start()
+    server.run()
+
+
+def _announce(server: Any, ready: Callable[[str], None], where: str) -> None:
+    while not server.started and not server.should_exit:
+        time.sleep(0.02)
+    if server.started:
+        ready(where)
+
+
+@contextmanager
+def running(services: Services, keys: ApiKeys | None = None, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """``cairn serve`` in a background thread of this process (port 0: a free one); yields its URL.
+
+    What the demo, the tests and the benchmark use to call the server as a client would."""
+    uvicorn = require("uvicorn", extra="local", feature="cairn serve")
+    check_bind(host, keys)
+    config = uvicorn.Config(LocalDoor(services, keys), host=host, port=port, log_level="warning", lifespan="on",
+                            access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="cairn-serve", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise ConfigError(f"cairn serve did not start on {host}:{port}")
+        time.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{host}:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

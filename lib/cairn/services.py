@@ -1,0 +1,238 @@
+"""The one composition root: :class:`Settings` in, typed services out.
+
+Everything that runs cairn — :class:`~cairn.pipeline.Cairn`, every Lambda handler, the CLI,
+``cairn serve`` and ``cairn mcp`` — takes a :class:`Services`; no other code builds a store, an
+embedder, an LLM client, a planner, a reranker, a session store or a content store.
+
+Each service is built on first use and kept (a warm Lambda container reuses it), so importing a
+handler stays cheap and ``find()`` never loads a planner or an LLM. Pass a service in to replace
+it (tests, a host application); what is not passed is built from ``settings``::
+
+    services = Services.from_settings()          # explicit > CAIRN_* environment > defaults
+    cairn = services.cairn("acme")               # one tenant's view
+    services = Services(settings, store=my_store)
+
+An optional extra that a configuration needs and that is not installed is one
+:class:`~cairn.errors.MissingExtra` naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from .config import Settings, load_settings
+from .errors import ConfigError, require
+
+if TYPE_CHECKING:
+    from .embeddings import Embedder
+    from .ingest import ContentStore
+    from .observability.stats import RetrievalStats
+    from .pipeline import Cairn
+    from .vectorstores import VectorStore
+
+_UNSET: Any = object()
+_SERVICES = ("store", "embedder", "llm", "reranker", "sessions", "content", "sfn", "s3")
+
+
+class Services:
+    """The services of one process (or Lambda container), built from :class:`Settings` once."""
+
+    def __init__(self, settings: Settings | None = None, **given: Any) -> None:
+        unknown = sorted(set(given) - set(_SERVICES) - {"planner"})
+        if unknown:
+            raise ConfigError(f"Services: unknown service(s) {', '.join(unknown)}; known: {', '.join(_SERVICES)}, planner")
+        if settings is not None:
+            self.__dict__["settings"] = settings
+        self._planner_given = given.pop("planner", _UNSET)
+        for name, value in given.items():
+            self.__dict__[name] = value  # pre-fills the cached_property of that name
+        self._lock = threading.Lock()
+        self._planners: dict[str, Any] = {}
+        self._stats: dict[str, RetrievalStats] = {}
+
+    @cached_property
+    def settings(self) -> Settings:
+        """The settings given, else read from the environment on first use (so that building a
+        ``Services`` at a Lambda module's import costs nothing and reads nothing)."""
+        return load_settings()
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Services:
+        """Services for ``settings`` (default: :func:`load_settings` with ``overrides``)."""
+        return cls(settings if settings is not None else load_settings(**overrides))
+
+    # ------------------------------------------------------------------ the services
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        cfg = self.settings.embedder
+        if cfg.provider == "local":
+            require("onnxruntime", extra="local", feature="the local embedder")
+            from .embeddings.local import LocalEmbedder
+
+            return LocalEmbedder(batch_size=cfg.batch_size)
+        if cfg.provider == "bedrock":
+            require("boto3", extra="aws", feature="Bedrock embeddings")
+            from .embeddings.bedrock import BedrockEmbedder
+
+            return BedrockEmbedder(cfg.model, region=cfg.region, dimension=cfg.dimension, batch_size=cfg.batch_size)
+        require("litellm", extra="llm", feature="LiteLLM embeddings")
+        from .embeddings.litellm_embedder import LiteLLMEmbedder
+
+        return LiteLLMEmbedder(
+            cfg.model, dimension=cfg.dimension, base_url=cfg.base_url, api_key=self.secret(cfg.api_key, "embedder.api_key"),
+            batch_size=cfg.batch_size,
+        )
+
+    @cached_property
+    def store(self) -> VectorStore:
+        cfg = self.settings.store
+        if cfg.backend == "local":
+            from .vectorstores.local import LocalVectorStore
+
+            return LocalVectorStore(cfg.path, dimension=self.embedder.dimension)
+        if cfg.backend == "pinecone":
+            require("pinecone", extra="pinecone", feature="the Pinecone store")
+            from .vectorstores.pinecone import PineconeVectorStore
+
+            cfg = cfg.model_copy(update={"api_key": self.secret(cfg.api_key, "store.api_key")})
+            return PineconeVectorStore.from_settings(cfg, self.embedder.dimension)
+        require("opensearchpy", extra="opensearch", feature="the OpenSearch store")
+        from .vectorstores.opensearch import OpenSearchVectorStore
+
+        if cfg.password:
+            cfg = cfg.model_copy(update={"password": self.secret(cfg.password, "store.password")})
+        return OpenSearchVectorStore.from_settings(cfg, self.embedder.dimension)
+
+    @cached_property
+    def llm(self) -> Any:
+        """The configured LLM client, or None (the embedded default has no LLM)."""
+        cfg = self.settings.llm
+        if cfg is None:
+            return None
+        if cfg.provider == "bedrock":
+            require("boto3", extra="aws", feature="the Bedrock LLM")
+            from .llm.bedrock import BedrockLLM
+
+            return BedrockLLM(cfg.model, region=cfg.region, timeout_s=cfg.timeout_s)
+        if cfg.provider == "openai":
+            require("httpx", extra="llm", feature="the OpenAI-compatible LLM")
+            from .llm.openai_compat import OpenAICompatLLM
+
+            return OpenAICompatLLM(
+                cfg.model, base_url=cfg.base_url, api_key=self.secret(cfg.api_key, "llm.api_key"), timeout_s=cfg.timeout_s
+            )
+        require("litellm", extra="llm", feature="the LiteLLM LLM")
+        from .llm.litellm_client import LiteLLMClient
+
+        return LiteLLMClient(
+            cfg.model, api_base=cfg.base_url, api_key=self.secret(cfg.api_key, "llm.api_key"), timeout_s=cfg.timeout_s
+        )
+
+    @cached_property
+    def reranker(self) -> Any:
+        """The configured reranker, or None (``rerank.kind = none``)."""
+        cfg = self.settings.rerank
+        if cfg.kind == "none":
+            return None
+        if cfg.kind == "local":
+            from .rerank.local import LocalReranker
+
+            return LocalReranker(self.embedder)
+        if cfg.kind == "cohere":
+            require("httpx", extra="llm", feature="the Cohere reranker")
+            from .rerank.cohere import CohereReranker
+
+            return CohereReranker(base_url=cfg.base_url, model=cfg.model, api_key=self.secret(cfg.api_key, "rerank.api_key"))
+        if cfg.kind == "bedrock":
+            require("boto3", extra="aws", feature="the Bedrock reranker")
+            from .rerank.bedrock import BedrockReranker
+
+            return BedrockReranker(model=cfg.model, region=cfg.region)
+        require("litellm", extra="llm", feature="the LiteLLM reranker")
+        from .rerank.litellm_provider import LiteLLMReranker
+
+        return LiteLLMReranker(model=cfg.model, api_base=cfg.base_url, api_key=self.secret(cfg.api_key, "rerank.api_key"))
+
+    @cached_property
+    def sessions(self) -> Any:
+        from .sessions import open_session_store
+
+        cfg = self.settings.sessions
+        if cfg.backend == "sqlite":
+            return open_session_store("sqlite", path=cfg.path or self.settings.home / "sessions.db")
+        require("boto3", extra="aws", feature="DynamoDB sessions")
+        return open_session_store("dynamodb", table=cfg.table, region=cfg.region, endpoint_url=cfg.endpoint_url)
+
+    @cached_property
+    def content(self) -> ContentStore:
+        from .ingest.content import LocalContentStore, S3ContentStore
+
+        cfg = self.settings.content
+        if cfg.backend == "s3":
+            require("boto3", extra="aws", feature="the S3 content store")
+            return S3ContentStore(cfg.bucket, cfg.prefix, client=self.s3)
+        return LocalContentStore(cfg.path or self.settings.home / "content")
+
+    @cached_property
+    def sfn(self) -> Any:
+        return require("boto3", extra="aws", feature="the Step Functions workflow").client("stepfunctions")
+
+    @cached_property
+    def s3(self) -> Any:
+        return require("boto3", extra="aws", feature="S3").client("s3")
+
+    def planner(self, tenant: str) -> Any:
+        """The planner of ``tenant`` (its folder-name resolver is the tenant's own); None: raw."""
+        if self._planner_given is not _UNSET:
+            return self._planner_given
+        with self._lock:
+            if tenant not in self._planners:
+                self._planners[tenant] = self._build_planner(tenant)
+            return self._planners[tenant]
+
+    def _build_planner(self, tenant: str) -> Any:
+        choice = self.settings.planner
+        if choice == "auto":
+            choice = "llm" if self.settings.llm is not None else "session-rewrite"
+        if choice == "raw":
+            return None
+        from .planning.scope import FolderResolver
+        from .planning.session_planner import SessionRewritePlanner
+        from .retrieval.scope import roots_for
+
+        resolver = FolderResolver(self.store, tenant)
+        if choice == "llm":
+            if self.llm is None:
+                raise ConfigError("planner 'llm' needs an LLM: set CAIRN_LLM_PROVIDER and CAIRN_LLM_MODEL")
+            from .planning.intent import IntentAnalyzer
+
+            return IntentAnalyzer(self.llm, timeout_s=self.settings.llm.timeout_s if self.settings.llm else 5.0)
+        return SessionRewritePlanner(resolver=resolver, roots=lambda ct: roots_for(ct, (), None))
+
+    def tenant_stats(self, tenant: str) -> RetrievalStats:
+        """One tenant's retrieval statistics in this process (what ``GET /v1/stats`` shows)."""
+        from .observability.stats import RetrievalStats
+
+        with self._lock:
+            return self._stats.setdefault(tenant, RetrievalStats())
+
+    def secret(self, value: str | None, setting: str) -> str | None:
+        """A key setting's value, read from SSM / Secrets Manager when it names one."""
+        from .secrets import is_reference
+
+        if not is_reference(value):
+            return value
+        from .secrets import resolve_secret
+
+        return resolve_secret(value, setting=setting)
+
+    # ------------------------------------------------------------------ views
+
+    def cairn(self, tenant: str | None = None) -> Cairn:
+        """``tenant``'s :class:`Cairn` over these services (default: the settings' tenant)."""
+        from .pipeline import Cairn
+
+        return Cairn(self, tenant or self.settings.tenant)
