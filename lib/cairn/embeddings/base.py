@@ -4,13 +4,12 @@ Adding a provider: a subclass in ``embeddings/<provider>.py`` that sets ``name``
 and fills ``_embed(texts)`` (one batch, rows L2-normalised); one that tells queries from documents
 sets ``distinguishes_input_type = True`` and takes ``_embed(texts, input_type)``. A provider that
 can be throttled raises a ``CairnError`` with ``retryable=True`` (``details={"retry_after": s}``
-when the server says how long to wait) and sets ``max_retries``: the base retries with jittered
-exponential backoff and counts the retries.
+when the server says how long to wait) and sets ``retry_policy``: the base retries each batch
+through the one :class:`~cairn.retry.RetryPolicy` (full jitter, Retry-After) and counts retries.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -19,9 +18,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from ..errors import CairnError, ConfigError, EmbeddingError
-from ..observability.logging import get_logger
-
-log = get_logger(__name__)
+from ..retry import RetryPolicy, is_retryable_cairn_error
 
 InputType = Literal["query", "document"]
 INPUT_TYPES: tuple[InputType, ...] = ("query", "document")
@@ -35,10 +32,8 @@ class Embedder(ABC):
     batch_size: int = 32
     # capability: the model embeds queries and documents differently (Cohere, Voyage, Gemini...)
     distinguishes_input_type: bool = False
-    # retries of a retryable error from one batch (throttling, timeouts); 0 for a local model
-    max_retries: int = 0
-    backoff_s: float = 0.25
-    max_backoff_s: float = 8.0
+    # retries of a retryable error from one batch (throttling, timeouts); none for a local model
+    retry_policy: RetryPolicy = RetryPolicy(attempts=1)
     sleep: Callable[[float], None] = staticmethod(time.sleep)
 
     def embed(self, texts: Sequence[str], input_type: InputType = "document") -> np.ndarray:
@@ -71,23 +66,20 @@ class Embedder(ABC):
         return self.embed([text], input_type="query")[0]
 
     def _embed_with_retries(self, batch: list[str], input_type: InputType) -> np.ndarray:
-        attempt = 0
-        while True:
+        def once() -> np.ndarray:
             try:
                 vecs = self._embed(batch, input_type) if self.distinguishes_input_type else self._embed(batch)
-                return self._checked(vecs, len(batch))
-            except CairnError as exc:
-                if not exc.retryable or attempt >= self.max_retries:
-                    raise
-                hinted = exc.details.get("retry_after") if isinstance(exc.details, dict) else None
-                delay = float(hinted) if hinted is not None else self.backoff_s * (2**attempt) * (0.5 + random.random() / 2)
-                attempt += 1
-                self.retries = getattr(self, "retries", 0) + 1
-                log.info("embedding retry", embedder=self.name, attempt=attempt, max_retries=self.max_retries,
-                         delay_s=round(delay, 3), error=exc.message)
-                self.sleep(min(delay, self.max_backoff_s))
+            except CairnError:
+                raise
             except Exception as exc:
                 raise EmbeddingError(f"{self.name} embedder failed: {type(exc).__name__}: {exc}") from exc
+            return self._checked(vecs, len(batch))
+
+        return self.retry_policy.call(once, retryable=is_retryable_cairn_error, sleep=self.sleep,
+                                      on_retry=self._count_retry, what=f"{self.name} embedding")
+
+    def _count_retry(self, attempt: int, delay: float, exc: BaseException) -> None:
+        self.retries = getattr(self, "retries", 0) + 1
 
     def _checked(self, vecs: Any, n: int) -> np.ndarray:
         mat = np.asarray(vecs, dtype=np.float32)

@@ -11,8 +11,9 @@ Wire format: ``POST /model/{modelId}/invoke`` with a JSON body; the answer is JS
   → ``{"embeddings": [[...], ...]}``; 1024 dimensions.
 
 botocore's own retries are off: throttling (``ThrottlingException``, 429), 5xx errors, timeouts
-and lost connections are retryable ``EmbeddingError``s that the ``Embedder`` base retries with
-backoff (``max_retries``); validation and access errors fail at once, with a hint. Every vector
+and lost connections (``cairn.retry``'s one definition) are retryable ``EmbeddingError``s that the
+``Embedder`` base retries through the one ``RetryPolicy`` (``max_retries``, ``backoff_s``);
+validation and access errors fail at once, with a hint. Every vector
 is L2-normalised. Input tokens (the ``X-Amzn-Bedrock-Input-Token-Count`` header) are counted in
 ``tokens``, for usage records.
 """
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, EmbeddingError
+from ..retry import RetryPolicy, is_retryable_aws_error
 from .base import Embedder, InputType, normalize
 
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
@@ -35,10 +37,6 @@ TITAN_MAX_CHARS = 50_000  # Titan v2 takes up to 8,192 tokens or 50,000 characte
 COHERE_MAX_TEXTS = 96
 COHERE_MAX_CHARS = 2048  # Cohere Embed on Bedrock: texts of at most 2,048 characters
 COHERE_INPUT_TYPES = {"query": "search_query", "document": "search_document"}
-_RETRYABLE_CODES = frozenset({
-    "ThrottlingException", "TooManyRequestsException", "ServiceUnavailableException", "InternalServerException",
-    "ModelNotReadyException", "ModelTimeoutException", "ServiceQuotaExceededException",
-})
 _HINTS = {
     "AccessDeniedException": "; the function's role needs bedrock:InvokeModel on the model, and model access must be granted in this region",
     "ResourceNotFoundException": "; check the model id and that the model is offered in this region",
@@ -99,8 +97,7 @@ class BedrockEmbedder(Embedder):
         # Cohere: up to 96 texts in one call. Titan: one text per call, a batch's calls run at once,
         # so a batch is ``concurrency`` texts (a throttled batch re-sends no more than that)
         self.batch_size = min(batch_size, COHERE_MAX_TEXTS if self.family.kind == "cohere-v3" else self.concurrency)
-        self.max_retries = max(0, int(max_retries))
-        self.backoff_s = float(backoff_s)
+        self.retry_policy = RetryPolicy.of_retries(max_retries, base_s=backoff_s)
         self.tokens = 0
         self.retries = 0
         self._region, self._endpoint_url, self._timeout_s = region, endpoint_url, timeout_s
@@ -171,7 +168,7 @@ class BedrockEmbedder(Embedder):
             err = exc.response.get("Error", {})
             code = err.get("Code", "")
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            retryable = code in _RETRYABLE_CODES or status == 429 or status >= 500
+            retryable = is_retryable_aws_error(code, status)
             raise EmbeddingError(
                 f"{self.name}: InvokeModel failed with {code or status}: {err.get('Message', '')}"
                 f"{'' if retryable else _HINTS.get(code, '')}",

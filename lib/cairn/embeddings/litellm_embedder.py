@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, EmbeddingError
-from ..llm.base import retryable_status
+from ..retry import RetryPolicy, is_retryable_status
 from .base import Embedder, InputType, normalize
 
 _RETRYABLE = frozenset({"Timeout", "RateLimitError", "APIConnectionError", "ServiceUnavailableError", "InternalServerError"})
@@ -92,8 +92,7 @@ class LiteLLMEmbedder(Embedder):
         self.base_url, self.api_key = base_url, api_key
         self.request_dimensions = request_dimensions
         self.timeout_s = timeout_s
-        self.max_retries = max(0, int(max_retries))
-        self.backoff_s = float(backoff_s)
+        self.retry_policy = RetryPolicy.of_retries(max_retries, base_s=backoff_s)
         self._input_type = input_type_parameter(model)
         self.distinguishes_input_type = self._input_type is not None
         self.tokens = 0
@@ -139,7 +138,7 @@ class LiteLLMEmbedder(Embedder):
     def _map_error(self, exc: Exception) -> EmbeddingError:
         names = {cls.__name__ for cls in type(exc).__mro__}
         status = getattr(exc, "status_code", None)
-        retryable = bool(names & _RETRYABLE) or (isinstance(status, int) and retryable_status(status))
+        retryable = bool(names & _RETRYABLE) or is_retryable_status(status)
         message = getattr(exc, "message", None) or str(exc)
         return EmbeddingError(f"{self.name}: {type(exc).__name__}: {message}", retryable=retryable,
                               details={"status": status} if isinstance(status, int) else None)
