@@ -164,6 +164,11 @@ class MemoryWriter:
         l0 = ContextRecord.build(level=Level.ABSTRACT, **common)
         l1 = ContextRecord.build(level=Level.OVERVIEW, text=overview, **common)
         pending = [resolve(l0, old.get(l0_id), now), resolve(l1, old.get(l1_id), now)]
+        # one embedding serves both levels: the L1 of a memory folder is a listing of its newest
+        # children, which its abstract already names; embedding the long listing on every write
+        # would double the cost of a write for no better match
+        l0_text = pending[0].embed_text
+        pending[1] = PendingRecord(pending[1].record, l0_text, pending[1].changed, pending[0].vector)
         changed = [p for p in pending if p.changed]
         if changed:
             if self.content is not None:
@@ -191,8 +196,9 @@ class MemoryWriter:
         need = [p for p in pending if p.vector is None]
         for start in range(0, len(need), EMBED_BATCH):
             batch = need[start : start + EMBED_BATCH]
-            vectors = self.embedder.embed([p.embed_text for p in batch])
-            ready += [p.record.model_copy(update={"vector": v.tolist()}) for p, v in zip(batch, vectors)]
-            report.embedded += len(batch)
+            texts = list(dict.fromkeys(p.embed_text for p in batch))  # a text is embedded once
+            vectors = dict(zip(texts, self.embedder.embed(texts)))
+            ready += [p.record.model_copy(update={"vector": vectors[p.embed_text].tolist()}) for p in batch]
+            report.embedded += len(texts)
         for start in range(0, len(ready), self.write_batch):
             report.written += self.store.upsert(ready[start : start + self.write_batch])
