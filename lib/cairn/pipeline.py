@@ -83,6 +83,10 @@ class Cairn:
     def planner(self) -> Any:
         return self.services.planner(self.tenant)
 
+    @planner.setter
+    def planner(self, value: Any) -> None:
+        self.services.set_planner(self.tenant, value)
+
     # ------------------------------------------------------------------ retrieval
 
     def find(self, query: str | FindRequest, **options: Any) -> FindResult:

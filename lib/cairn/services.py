@@ -186,12 +186,17 @@ class Services:
 
     def planner(self, tenant: str) -> Any:
         """The planner of ``tenant`` (its folder-name resolver is the tenant's own); None: raw."""
-        if self._planner_given is not _UNSET:
-            return self._planner_given
         with self._lock:
+            if self._planner_given is not _UNSET and tenant not in self._planners:
+                return self._planner_given
             if tenant not in self._planners:
                 self._planners[tenant] = self._build_planner(tenant)
             return self._planners[tenant]
+
+    def set_planner(self, tenant: str, planner: Any) -> None:
+        """Replace ``tenant``'s planner (a host application's own, or a test's)."""
+        with self._lock:
+            self._planners[tenant] = planner
 
     def _build_planner(self, tenant: str) -> Any:
         choice = self.settings.planner

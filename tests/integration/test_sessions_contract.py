@@ -424,3 +424,36 @@ def test_memory_commit_reads_new_messages_once_on_every_backend(store, embedder,
     assert memory.commit(s.id).episodes == [f"cairn://user/ann/memories/episodes/{s.id}-000003"]
     assert vectors.count("acme", {"ancestors": "cairn://user/ann/memories", "level": 2}) == 3
     assert vectors.count("acme", {"ancestors": "cairn://user/bob/memories"}) == 0
+
+
+def test_an_append_retried_with_its_idempotency_key_lands_once(store):
+    sid = store.create("acme", "ann").id
+    first = store.append("acme", sid, "user", "book a table for two", idempotency_key="k-1")
+    again = store.append("acme", sid, "user", "book a table for two", idempotency_key="k-1")
+    other = store.append("acme", sid, "user", "and a taxi", idempotency_key="k-2")
+    assert again == first and other.seq == first.seq + 1
+    assert [m.content for m in store.get("acme", sid, recent=10).recent] == ["book a table for two", "and a taxi"]
+    # the key belongs to the session: the same key in another session is another message
+    sid2 = store.create("acme", "ann").id
+    assert store.append("acme", sid2, "user", "hello", idempotency_key="k-1").content == "hello"
+    with pytest.raises(RequestError, match="idempotency key"):
+        store.append("acme", sid, "user", "x", idempotency_key="")
+    with pytest.raises(SessionNotFound):
+        store.append("acme", "nosuchsession", "user", "x", idempotency_key="k-3")
+
+
+def test_concurrent_retries_with_one_key_store_one_message(store):
+    sid = store.create("acme").id
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        outcomes = list(pool.map(lambda _: _try_append(store, sid), range(6)))
+    stored = store.get("acme", sid, recent=20).recent
+    assert len(stored) == 1 and stored[0].content == "once"
+    assert all(o in ("ok", "conflict") for o in outcomes) and "ok" in outcomes
+
+
+def _try_append(store, sid):
+    try:
+        store.append("acme", sid, "user", "once", idempotency_key="same")
+        return "ok"
+    except SessionConflict:  # the first try is still in flight (DynamoDB): the client retries
+        return "conflict"

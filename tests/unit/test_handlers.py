@@ -1,7 +1,7 @@
 """The Lambda handlers with their sample events (events/), over a temp local store and SQLite sessions.
 
 Each handler module is loaded from its file (every function's module is ``app``, as Lambda sees
-it) and given a :class:`Runtime` whose clients the test builds; nothing reaches a network.
+it) and given :class:`~cairn.services.Services` whose parts the test builds; nothing reaches a network.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import UnavailableStore
+from cairn.api import AuthorizerConfig, build_app
 from cairn.config import load_settings
 from cairn.errors import SessionNotFound
 from cairn.ingest import Document, Ingestor, LocalContentStore
@@ -33,11 +34,11 @@ from cairn.workflow import (
     RerankInput,
     RetrieveOutput,
     RetrieveTask,
-    Runtime,
-    WorkflowFailed,
     WorkflowInput,
     compact,
+    execution_error,
 )
+from cairn.services import Services
 
 pytestmark = pytest.mark.unit
 
@@ -130,26 +131,41 @@ def handbook_store(tmp_path_factory, embedder):
     return store
 
 
+SFN_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:cairn"
+
+
 @pytest.fixture
 def world(tmp_path, embedder, handbook_store):
-    """The handbook store, fresh SQLite sessions and a runtime built over them."""
+    """The handbook store, fresh SQLite sessions and services built over them."""
     store = handbook_store
     sessions = open_session_store("sqlite", path=tmp_path / "sessions.db")
     settings = load_settings(env={"CAIRN_HOME": str(tmp_path)})
 
-    def runtime(**kw: Any) -> Runtime:
-        opts = dict(settings=settings, store=store, embedder=embedder, sessions=sessions,
-                    content=LocalContentStore(tmp_path / "content"), state_machine_arn=None)
+    def services(state_machine_arn: str | None = None, **kw: Any) -> Services:
+        opts = dict(store=store, embedder=embedder, sessions=sessions, content=LocalContentStore(tmp_path / "content"))
         opts.update(kw)
-        return Runtime(**opts)
+        return Services(settings.model_copy(update={"state_machine_arn": state_machine_arn}), **opts)
 
-    return {"store": store, "sessions": sessions, "runtime": runtime, "settings": settings}
+    return {"store": store, "sessions": sessions, "services": services, "settings": settings}
+
+
+def serve_with(api: Any, services: Services) -> None:
+    """Point the api module at ``services`` (as a new Lambda container would be)."""
+    api.services = services
+    api.app = build_app(services, AuthorizerConfig.from_env())
+
+
+def at(ev: dict[str, Any], method: str, path: str) -> dict[str, Any]:
+    """The event of a request to ``method path``."""
+    ev["rawPath"] = ev["requestContext"]["http"]["path"] = path
+    ev["requestContext"]["http"]["method"] = method
+    return ev
 
 
 @pytest.fixture
 def api(world):
     mod = load_handler("api")
-    mod.runtime = world["runtime"]()
+    serve_with(mod, world["services"]())
     return mod
 
 
@@ -168,10 +184,10 @@ def test_a_bad_body_is_a_400_that_lists_every_problem(api):
     resp = api.handler(event("api/find_bad_body.json"))
     assert resp["statusCode"] == 400
     err = body(resp)
-    assert err["error"] == "bad_request" and err["retryable"] is False
+    assert err["error"] == "bad_request" and err["retryable"] is False and err["request_id"] == "req-0001"
     assert "query: the query is empty" in err["message"]
     assert "limit" in err["message"] and "colour: unknown field" in err["message"]
-    assert "Traceback" not in resp["body"]
+    assert len(err["details"]) == 3 and "Traceback" not in resp["body"]
 
 
 @pytest.mark.parametrize("raw", ["{not json", "[1, 2]", '"refund"'])
@@ -180,7 +196,7 @@ def test_a_body_that_is_not_a_json_object_is_a_400(api, raw):
     ev["body"] = raw
     resp = api.handler(ev)
     assert resp["statusCode"] == 400
-    assert re.search(r"not valid JSON|must be a JSON object", body(resp)["message"])
+    assert re.search(r"not valid JSON|valid dictionary", body(resp)["message"]), body(resp)
 
 
 def test_a_body_naming_a_tenant_is_rejected(api):
@@ -202,25 +218,31 @@ def test_the_tenant_comes_from_the_credentials_only(api):
     assert resp["statusCode"] == 401 and body(resp)["error"] == "unauthorized"
 
 
-def test_iam_callers_are_mapped_to_a_tenant(api, monkeypatch):
+def test_iam_callers_are_mapped_to_a_tenant(api, world, monkeypatch):
     ev = event("api/find.json")
     ev["requestContext"]["authorizer"] = {"iam": {"accountId": "210987654321", "userArn": "arn:aws:iam::210987654321:user/agent"}}
     assert api.handler(ev)["statusCode"] == 401
     monkeypatch.setenv("CAIRN_IAM_TENANTS", json.dumps({"210987654321": "acme"}))
+    serve_with(api, world["services"]())
     resp = api.handler(ev)
     assert resp["statusCode"] == 200 and body(resp)["resources"][0]["uri"] == REFUNDS
 
 
 def test_an_unknown_route_is_a_404(api):
-    ev = event("api/find.json")
-    ev["routeKey"] = "$default"
-    ev["rawPath"] = "/nope"
+    resp = api.handler(at(event("api/find.json"), "POST", "/find"))
+    assert resp["statusCode"] == 404 and body(resp)["error"] == "route_not_found"
+    assert "no route POST /find" in body(resp)["message"]
+
+
+def test_a_missing_document_is_a_404_of_the_not_found_family(api):
+    ev = at(event("api/stats.json"), "GET", "/v1/contents")
+    ev["queryStringParameters"] = {"uri": "cairn://resources/handbook/nothing.md", "level": "2"}
     resp = api.handler(ev)
-    assert resp["statusCode"] == 404 and "POST /find" in body(resp)["message"]
+    assert resp["statusCode"] == 404 and body(resp)["error"] == "context_not_found"
 
 
 def test_an_unexpected_failure_is_a_500_without_internals(api, world):
-    api.runtime = world["runtime"](embedder=BrokenEmbedder())
+    serve_with(api, world["services"](embedder=BrokenEmbedder()))
     resp = api.handler(event("api/find.json"))
     assert resp["statusCode"] == 500
     assert body(resp)["error"] == "internal_error"
@@ -250,7 +272,7 @@ def test_search_in_process_plans_and_finds(api):
 
 def test_search_with_a_zero_query_plan_is_empty(api, world):
     planner = EmptyPlanner()
-    api.runtime = world["runtime"](planner=planner)
+    serve_with(api, world["services"](planner=planner))
     out = body(api.handler(event("api/search.json")))
     assert out["total"] == 0 and out["query_plan"]["queries"] == []
     assert planner.asked == ["what is the refund window?"]
@@ -259,9 +281,9 @@ def test_search_with_a_zero_query_plan_is_empty(api, world):
 def test_search_through_the_workflow_sends_the_credential_tenant(api, world):
     result = {"memories": [], "resources": [], "skills": [], "total": 0}
     sfn = RecordingSFN({"status": "SUCCEEDED", "output": json.dumps(result)})
-    api.runtime = world["runtime"](sfn=sfn, state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:cairn")
+    serve_with(api, world["services"](SFN_ARN, sfn=sfn))
     resp = api.handler(event("api/search.json"))
-    assert resp["statusCode"] == 200 and body(resp) == result
+    assert resp["statusCode"] == 200 and body(resp)["total"] == 0
     sent = WorkflowInput.model_validate_json(sfn.calls[0]["input"])
     assert sent.tenant == "acme" and sent.request.mode == "thinking" and sent.request.limit == 3
 
@@ -271,32 +293,29 @@ def test_a_failed_execution_answers_with_the_tasks_error(api, world):
     cause = json.dumps({"errorType": task_error, "errorMessage": json.dumps(
         {**SessionNotFound("session 'x' not found").to_dict(), "status": 404})})
     sfn = RecordingSFN({"status": "FAILED", "error": task_error, "cause": cause})
-    api.runtime = world["runtime"](sfn=sfn, state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:cairn")
+    serve_with(api, world["services"](SFN_ARN, sfn=sfn))
     resp = api.handler(event("api/search.json"))
     assert resp["statusCode"] == 404 and body(resp)["error"] == "session_not_found"
     sfn.response = {"status": "FAILED", "error": "States.Timeout", "cause": "task timed out"}
     resp = api.handler(event("api/search.json"))
-    assert resp["statusCode"] == 503 and body(resp)["retryable"] is True
+    assert resp["statusCode"] == 503 and body(resp)["retryable"] is True and resp["headers"]["Retry-After"] == "1"
 
 
 def test_sessions_create_append_get(api):
     created = api.handler(event("api/create_session.json"))
     assert created["statusCode"] == 201
     sid = body(created)["id"]
-    ev = event("api/append_message.json")
-    ev["pathParameters"] = {"id": sid}
+    ev = at(event("api/append_message.json"), "POST", f"/v1/sessions/{sid}/messages")
     appended = api.handler(ev)
     assert appended["statusCode"] == 201 and body(appended)["seq"] == 1
-    ev = event("api/get_session.json")
-    ev["pathParameters"] = {"id": sid}
+    ev = at(event("api/get_session.json"), "GET", f"/v1/sessions/{sid}")
     view = body(api.handler(ev))
     assert view["session"]["tenant"] == "acme" and view["recent"][0]["role"] == "user"
 
 
 def test_another_tenant_cannot_read_a_session(api):
     sid = body(api.handler(event("api/create_session.json")))["id"]
-    ev = event("api/get_session.json")
-    ev["pathParameters"] = {"id": sid}
+    ev = at(event("api/get_session.json"), "GET", f"/v1/sessions/{sid}")
     ev["requestContext"]["authorizer"] = {"lambda": {"tenant": "globex"}}
     resp = api.handler(ev)
     assert resp["statusCode"] == 404 and body(resp)["error"] == "session_not_found"
@@ -304,11 +323,10 @@ def test_another_tenant_cannot_read_a_session(api):
 
 def test_a_bad_message_is_a_400(api):
     sid = body(api.handler(event("api/create_session.json")))["id"]
-    ev = event("api/append_message.json")
-    ev["pathParameters"] = {"id": sid}
+    ev = at(event("api/append_message.json"), "POST", f"/v1/sessions/{sid}/messages")
     ev["body"] = json.dumps({"role": "robot", "content": "hi"})
     resp = api.handler(ev)
-    assert resp["statusCode"] == 400 and "role 'robot' is not valid" in body(resp)["message"]
+    assert resp["statusCode"] == 400 and "role: Input should be 'user' or 'assistant'" in body(resp)["message"]
 
 
 # --------------------------------------------------------------------------- workflow tasks
@@ -335,7 +353,7 @@ def resolve(template: dict[str, Any], state: Any, context: dict[str, Any] | None
 def tasks(world):
     mods = {name: load_handler(name) for name in ("plan", "retrieve", "rerank")}
     for mod in mods.values():
-        mod.runtime = world["runtime"]()
+        mod.services = world["services"]()
     return mods
 
 
@@ -366,7 +384,7 @@ def test_each_states_output_is_the_next_states_input(tasks):
 
 
 def test_a_zero_query_plan_takes_the_empty_branch(tasks, world):
-    tasks["plan"].runtime = world["runtime"](planner=EmptyPlanner())
+    tasks["plan"].services = world["services"](planner=EmptyPlanner())
     state = tasks["plan"].handler(event("plan.json"))
     assert state["query_count"] == 0
     states = asl()["States"]
@@ -395,14 +413,14 @@ def test_task_errors_carry_retryable_names(tasks, world):
     payload = json.loads(str(caught.value))
     assert payload["error"] == "bad_request" and payload["status"] == 400 and "limit" in payload["message"]
 
-    tasks["retrieve"].runtime = world["runtime"](store=UnavailableStore(world["store"]))
+    tasks["retrieve"].services = world["services"](store=UnavailableStore(world["store"]))
     with pytest.raises(CairnRetryableError) as caught:
         tasks["retrieve"].handler(event("retrieve.json"))
     assert type(caught.value).__name__ == "CairnRetryableError"  # what Lambda reports as errorType
     assert json.loads(str(caught.value))["retryable"] is True
     # and the api turns the failed execution back into the original error
     cause = json.dumps({"errorType": "CairnRetryableError", "errorMessage": str(caught.value)})
-    failed = WorkflowFailed.from_execution("CairnRetryableError", cause)
+    failed = execution_error("CairnRetryableError", cause)
     assert failed.status == 503 and failed.code == "vector_store_unavailable" and failed.retryable
 
 
@@ -465,7 +483,7 @@ def stream_event(session_id: str, role: str = "user", content: str | None = None
 
 def test_on_message_stores_prefetched_context(world):
     mod = load_handler("on_message")
-    mod.runtime = world["runtime"]()
+    mod.services = world["services"]()
     sessions = world["sessions"]
     sid = sessions.create("acme", "ann").id
     sessions.append("acme", sid, "user", "How long until a refund reaches my card?")
@@ -478,10 +496,10 @@ def test_on_message_skips_assistant_messages_and_reports_retryable_failures(worl
     mod = load_handler("on_message")
     sessions = world["sessions"]
     sid = sessions.create("acme").id
-    mod.runtime = world["runtime"]()
+    mod.services = world["services"]()
     assert mod.handler(stream_event(sid, role="assistant")) == {"batchItemFailures": []}
     assert sessions.get("acme", sid).prefetched is None
-    mod.runtime = world["runtime"](store=UnavailableStore(world["store"]))
+    mod.services = world["services"](store=UnavailableStore(world["store"]))
     out = mod.handler(stream_event(sid))
     assert out == {"batchItemFailures": [{"itemIdentifier": "111000000000000000000001"}]}
     # a session deleted meanwhile is not worth retrying
@@ -494,12 +512,12 @@ def test_ingest_builds_the_tree_from_an_uploaded_payload(world, tmp_path):
     s3 = ev["Records"][0]["s3"]
     payload = (EVENTS / "ingest_payload.json").read_bytes()
     store = LocalVectorStore(tmp_path / "fresh", dimension=384)
-    mod.runtime = world["runtime"](store=store, s3=FakeS3({(s3["bucket"]["name"], s3["object"]["key"]): payload}))
+    mod.services = world["services"](store=store, s3=FakeS3({(s3["bucket"]["name"], s3["object"]["key"]): payload}))
     out = mod.handler(ev)
     report = out["objects"][0]
     assert report["tenant"] == "acme" and report["documents"] == 3 and report["error"] is None
     api = load_handler("api")
-    api.runtime = world["runtime"](store=store)
+    serve_with(api, world["services"](store=store))
     found = body(api.handler(event("api/find.json")))
     assert found["resources"][0]["uri"] == REFUNDS
 
@@ -508,6 +526,6 @@ def test_ingest_refuses_keys_outside_a_tenant_prefix(world):
     mod = load_handler("ingest")
     ev = event("ingest.json")
     ev["Records"][0]["s3"]["object"]["key"] = "elsewhere/acme.json"
-    mod.runtime = world["runtime"](s3=FakeS3({}))
+    mod.services = world["services"](s3=FakeS3({}))
     report = mod.handler(ev)["objects"][0]
     assert report["error"]["error"] == "bad_request" and "ingest/<tenant>/" in report["error"]["message"]

@@ -32,10 +32,10 @@ def test_backend_settings_are_a_discriminated_union():
 
 
 def test_bad_settings_name_the_variable():
-    with pytest.raises(ConfigError, match="store.pinecone.api_key"):
+    with pytest.raises(ConfigError, match=r"store\.api_key: Field required \(CAIRN_STORE and CAIRN_<BACKEND>_\*\)"):
         load_settings({"CAIRN_STORE": "pinecone"})
-    with pytest.raises(ConfigError, match="embed_batch_size"):
-        load_settings({"CAIRN_EMBED_BATCH_SIZE": "lots"})
+    with pytest.raises(ConfigError, match=r"embedder\.batch_size.*CAIRN_EMBEDDING_"):
+        load_settings({"CAIRN_EMBEDDING_BATCH_SIZE": "lots"})
     with pytest.raises(ConfigError, match="store"):
         load_settings({"CAIRN_STORE": "redis"})
 
@@ -44,7 +44,7 @@ def test_service_settings_come_from_the_environment():
     s = load_settings(
         {
             "CAIRN_SESSIONS": "dynamodb", "CAIRN_SESSIONS_TABLE": "sessions",
-            "CAIRN_RERANKER": "cohere", "CAIRN_RERANK_BASE_URL": "http://rerank.local",
+            "CAIRN_RERANKER": "cohere", "CAIRN_RERANK_BASE_URL": "http://rerank.local", "CAIRN_RERANK_MODEL": "rerank-v3.5",
             "CAIRN_LLM_PROVIDER": "openai", "CAIRN_LLM_MODEL": "gpt-4o-mini",
             "CAIRN_CONTENT_BUCKET": "bodies", "CAIRN_ALPHA": "0.4",
         }
@@ -58,9 +58,9 @@ def test_service_settings_come_from_the_environment():
 
 
 def test_bad_service_settings_name_what_is_allowed():
-    with pytest.raises(ConfigError, match="rerank.kind"):
+    with pytest.raises(ConfigError, match=r"rerank: Input tag 'magic'.*'none', 'local', 'cohere', 'bedrock', 'litellm'"):
         load_settings({"CAIRN_RERANKER": "magic"})
-    with pytest.raises(ConfigError, match="sessions.dynamodb.table"):
+    with pytest.raises(ConfigError, match=r"sessions\.table: Field required"):
         load_settings({"CAIRN_SESSIONS": "dynamodb"})
     with pytest.raises(ConfigError, match="alpha"):
         load_settings({"CAIRN_ALPHA": "2"})

@@ -146,6 +146,14 @@ def check_name(name: Any) -> str | None:
     return name.strip()
 
 
+def check_idempotency_key(key: Any) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 1 <= len(key) <= 200 or not key.isprintable():
+        raise RequestError("the idempotency key must be 1 to 200 printable characters (a UUID is a good one)")
+    return key
+
+
 def check_time(created_at: Any) -> float | None:
     if created_at is None:
         return None
@@ -204,18 +212,21 @@ class SessionStore(ABC):
 
     def append(
         self, tenant: str, session_id: str, role: str, content: str, *,
-        name: str | None = None, created_at: float | None = None,
+        name: str | None = None, created_at: float | None = None, idempotency_key: str | None = None,
     ) -> Message:
         """Store one message. ``name`` is the speaker; ``created_at`` (epoch seconds) is when it was
-        said, for a transcript appended after the fact (default: now)."""
+        said, for a transcript appended after the fact (default: now). With ``idempotency_key``, a
+        retried append (same key, same session) lands once: the retry gets the stored message."""
         self._check(tenant, session_id)
         role_ = check_role(role)
         text = check_content(content)
         speaker = check_name(name)
         said = check_time(created_at)
+        key = check_idempotency_key(idempotency_key)
         with self._errors("append", session_id):
-            msg = self._append(tenant, session_id, role_, text, time.time(), speaker, said)
-        return msg
+            if key is None:
+                return self._append(tenant, session_id, role_, text, time.time(), speaker, said)
+            return self._append_once(tenant, session_id, role_, text, time.time(), speaker, said, key)
 
     def mark_committed(self, tenant: str, session_id: str, through: int) -> int:
         """Record that messages up to seq ``through`` were turned into memories. The mark only moves
@@ -364,6 +375,13 @@ class SessionStore(ABC):
         given, else ``now``); SessionNotFound if absent."""
 
     @abstractmethod
+    @abstractmethod
+    def _append_once(
+        self, tenant: str, session_id: str, role: Role, content: str, now: float,
+        name: str | None, created_at: float | None, key: str,
+    ) -> Message:
+        """Append unless ``key`` was used in this session; then return the message it stored."""
+
     def _mark_committed(self, session: Session, through: int, now: float) -> int:
         """Set ``committed_through = through`` unless it is already higher; return the stored value."""
 

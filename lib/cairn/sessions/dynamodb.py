@@ -129,7 +129,7 @@ class DynamoDBSessionStore(SessionStore):
     ) -> None:
         super().__init__(**options)
         if not table_name:
-            raise ConfigError("the DynamoDB session table name is empty; set CAIRN_SESSION_TABLE")
+            raise ConfigError("the DynamoDB session table name is empty; set CAIRN_SESSIONS_TABLE")
         self.table = table_name
         if client is None:
             import boto3
@@ -207,6 +207,50 @@ class DynamoDBSessionStore(SessionStore):
             "used seqs; retry",
             retryable=True,
         )
+
+    def _append_once(
+        self, tenant: str, session_id: str, role: Role, content: str, now: float,
+        name: str | None, created_at: float | None, key: str,
+    ) -> Message:
+        """Claim ``IDEM#<key>`` (a conditional put), append, then record the seq on the claim. A
+        retry finds the claim: with a seq it returns that message; still pending (the first try
+        is in flight) it is a retryable conflict. A failed append releases the claim."""
+        pk = session_pk(tenant, session_id)
+        claim = {"pk": _s(pk), "sk": _s(f"IDEM#{key}")}
+        meta = self.client.get_item(TableName=self.table, Key={"pk": _s(pk), "sk": _s("META")}, ConsistentRead=True).get("Item")
+        if meta is None or _num(meta, TTL_ATTRIBUTE) <= now:
+            raise self.not_found(session_id)
+        try:
+            self.client.put_item(
+                TableName=self.table, Item={**claim, "type": _s("idempotency"), TTL_ATTRIBUTE: meta[TTL_ATTRIBUTE]},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except Exception as exc:
+            if _error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return self._claimed(pk, claim, session_id, key)
+        try:
+            msg = self._append(tenant, session_id, role, content, now, name, created_at)
+        except BaseException:
+            self.client.delete_item(TableName=self.table, Key=claim)
+            raise
+        self.client.update_item(
+            TableName=self.table, Key=claim, UpdateExpression="SET seq = :seq", ExpressionAttributeValues={":seq": _n(msg.seq)}
+        )
+        return msg
+
+    def _claimed(self, pk: str, claim: dict[str, Any], session_id: str, key: str) -> Message:
+        item = self.client.get_item(TableName=self.table, Key=claim, ConsistentRead=True).get("Item") or {}
+        if "seq" not in item:
+            raise SessionConflict(
+                f"session {session_id!r}: a message with idempotency key {key!r} is still being appended; retry", retryable=True
+            )
+        seq = int(_num(item, "seq"))
+        stored = self.client.get_item(
+            TableName=self.table, Key={"pk": _s(pk), "sk": _s(message_sk(seq))}, ConsistentRead=True
+        ).get("Item") or {}
+        return Message(seq=seq, role=_str(stored, "role"), content=_str(stored, "content") or "",  # type: ignore[arg-type]
+                       created_at=_num(stored, "created_at"), name=_str(stored, "name"))
 
     def _allocate(self, pk: str, session_id: str, now: float) -> dict[str, Any]:
         """``ADD last_seq 1`` on META; returns the new META (``last_seq`` is the seq allocated)."""

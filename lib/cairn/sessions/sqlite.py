@@ -49,6 +49,13 @@ CREATE TABLE IF NOT EXISTS messages (
     PRIMARY KEY (tenant, session_id, seq)
 );
 CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
+CREATE TABLE IF NOT EXISTS idempotency (
+    tenant TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (tenant, session_id, key)
+);
 """
 _COLUMNS = "id, tenant, user, created_at, updated_at, expires_at, summary, summarized_through, last_seq, committed_through"
 # columns added after the first release: a file written by an older cairn gets them on open
@@ -147,6 +154,35 @@ class SQLiteSessionStore(SessionStore):
             )
         return Message(seq=row[0], role=role, content=content, created_at=said, name=name)
 
+    def _append_once(
+        self, tenant: str, session_id: str, role: Role, content: str, now: float,
+        name: str | None, created_at: float | None, key: str,
+    ) -> Message:
+        with self._tx() as db:  # one write transaction: the key and the message land together or not at all
+            used = db.execute(
+                "SELECT m.seq, m.role, m.content, m.created_at, m.name FROM idempotency i JOIN messages m "
+                "ON m.tenant = i.tenant AND m.session_id = i.session_id AND m.seq = i.seq "
+                "WHERE i.tenant = ? AND i.session_id = ? AND i.key = ?",
+                (tenant, session_id, key),
+            ).fetchone()
+            if used is not None:
+                s_, r, c, t, n = used
+                return Message(seq=s_, role=r, content=c, created_at=t, name=n)
+            row = db.execute(
+                "UPDATE sessions SET last_seq = last_seq + 1, updated_at = ? "
+                "WHERE tenant = ? AND id = ? AND expires_at > ? RETURNING last_seq",
+                (now, tenant, session_id, now),
+            ).fetchone()
+            if row is None:
+                raise self.not_found(session_id)
+            said = now if created_at is None else created_at
+            db.execute(
+                "INSERT INTO messages (tenant, session_id, seq, role, content, created_at, name) VALUES (?,?,?,?,?,?,?)",
+                (tenant, session_id, row[0], role, content, said, name),
+            )
+            db.execute("INSERT INTO idempotency (tenant, session_id, key, seq) VALUES (?,?,?,?)", (tenant, session_id, key, row[0]))
+        return Message(seq=row[0], role=role, content=content, created_at=said, name=name)
+
     def _mark_committed(self, session: Session, through: int, now: float) -> int:
         with self._tx() as db:
             db.execute(
@@ -217,6 +253,7 @@ class SQLiteSessionStore(SessionStore):
     def _delete(self, tenant: str, session_id: str) -> bool:
         with self._tx() as db:
             db.execute("DELETE FROM messages WHERE tenant = ? AND session_id = ?", (tenant, session_id))
+            db.execute("DELETE FROM idempotency WHERE tenant = ? AND session_id = ?", (tenant, session_id))
             return db.execute("DELETE FROM sessions WHERE tenant = ? AND id = ?", (tenant, session_id)).rowcount > 0
 
     def purge_expired(self, now: float | None = None) -> int:
@@ -226,6 +263,11 @@ class SQLiteSessionStore(SessionStore):
             db.execute(
                 "DELETE FROM messages WHERE EXISTS (SELECT 1 FROM sessions s WHERE s.tenant = messages.tenant "
                 "AND s.id = messages.session_id AND s.expires_at <= ?)",
+                (now,),
+            )
+            db.execute(
+                "DELETE FROM idempotency WHERE EXISTS (SELECT 1 FROM sessions s WHERE s.tenant = idempotency.tenant "
+                "AND s.id = idempotency.session_id AND s.expires_at <= ?)",
                 (now,),
             )
             return db.execute("DELETE FROM sessions WHERE expires_at <= ?", (now,)).rowcount
