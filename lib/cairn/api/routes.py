@@ -137,7 +137,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
         from ..ingest import IngestPayload
 
         who = caller()
-        payload = IngestPayload(root_uri=body.root_uri, documents=body.documents)
+        payload = IngestPayload.parse({"root_uri": body.root_uri, "documents": body.documents})
         ingestor = services.cairn(who.tenant).ingestor()
         if body.sync:
             report = ingestor.ingest(payload.to_documents(), payload.root_uri)

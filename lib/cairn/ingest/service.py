@@ -243,6 +243,46 @@ class Ingestor:
         report.seconds = time.perf_counter() - started
         return report
 
+    # ----------------------------------------------------------------- upsert (siblings stay)
+
+    def upsert(self, documents: Sequence[Document], root_uri: str, progress: Progress = _quiet) -> IngestReport:
+        """Add or update ``documents`` under ``root_uri``; every other document stays.
+
+        The documents' records and bodies are written as :meth:`ingest` writes them (unchanged ones
+        are not re-embedded; a file that now has fewer chunks loses the extra ones). A folder that
+        is new is written from the documents; a folder that already held other documents is
+        re-summarised from all its stored children, and so are the folders above it."""
+        started = time.perf_counter()
+        uris.context_type_of(root_uri)
+        tree = build_tree(
+            self.tenant, root_uri, documents, fetch=self._fetch, summarizer=self.summarizer,
+            title_rules=self.title_rules, leaf_title_rules=self.leaf_title_rules, chunking=self.chunking,
+        )
+        report = IngestReport(root_uri, documents=len(documents), records=len(tree.records), rejected=list(tree.rejected))
+        if not tree.chunks:
+            report.records = 0
+            report.warnings.append("nothing to ingest: no document was accepted; nothing was changed")
+            report.seconds = time.perf_counter() - started
+            return report
+        dirs = sorted({u for u in tree.bodies if u not in tree.chunks}, key=uris.depth, reverse=True)
+        existing = {r.uri for r in self._fetch([dir_ids(self.tenant, d)[0] for d in dirs])}
+        keep = [p for p in tree.records if p.changed and not (p.record.level is not Level.DETAIL and p.record.uri in existing)]
+        report.unchanged = sum(not p.changed for p in tree.records)
+        if self.content:  # 1. bodies first: the documents', and the new folders'
+            self._put_bodies({u: b for u, b in tree.bodies.items() if u in tree.chunks or u not in existing})
+        self._write(keep, report, progress)  # 2.
+        stale = self._stale_ids(tree, [])
+        if stale:  # 3. chunks beyond a file's new count
+            report.removed = int(retry(lambda: self.store.delete(self.tenant, stale), what="delete", sleep=self.sleep))
+        for d in dirs:  # 4. folders that held other documents: from all their children, then upward
+            if d in existing:
+                self._refresh_upward(d, report)
+        parent = uris.parent(root_uri)
+        if parent and root_uri not in existing:
+            self._refresh_upward(parent, report)
+        report.seconds = time.perf_counter() - started
+        return report
+
     # ----------------------------------------------------------------- delete a subtree
 
     def delete(self, uri: str, progress: Progress = _quiet) -> IngestReport:

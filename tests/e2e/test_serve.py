@@ -1,0 +1,161 @@
+"""`cairn serve` as an agent uses it: a real HTTP server on loopback, driven through cairn.client
+and raw HTTP (httpx), with API keys; the same route table the API Lambda serves."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from cairn.api import ApiKeys
+from cairn.api.server import check_bind, running
+from cairn.client import CairnClient
+from cairn.config import load_settings
+from cairn.errors import ConfigError, Forbidden, NotFound, RequestError, Unauthorized
+from cairn.ingest import LocalContentStore
+from cairn.services import Services
+from cairn.vectorstores.local import LocalVectorStore
+
+pytestmark = pytest.mark.e2e
+
+ACME_KEY = "acme-key-0123456789abcdef"
+ANN_KEY = "ann-key-0123456789abcdef"
+GLOBEX_KEY = "globex-key-0123456789abcdef"
+ROOT = "cairn://resources/handbook"
+DOCS = [
+    {"path": "billing/refunds.md", "text": "# Refunds\n\nCustomers can request a refund within 30 days. "
+     "Refunds reach the original card within five business days."},
+    {"path": "billing/invoices.md", "text": "# Invoices\n\nInvoices are emailed on the first day of each month."},
+    {"path": "travel/expenses.md", "text": "# Travel\n\nHotel costs above 200 euros per night need approval.",
+     "metadata": {"team": "finance"}},
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, embedder):
+    home = tmp_path_factory.mktemp("serve")
+    settings = load_settings(env={"CAIRN_HOME": str(home)})
+    services = Services(settings, embedder=embedder, store=LocalVectorStore(home / "store", dimension=embedder.dimension),
+                        content=LocalContentStore(home / "content"))
+    keys = ApiKeys({ACME_KEY: "acme", ANN_KEY: {"tenant": "acme", "user": "ann"}, GLOBEX_KEY: "globex"})
+    with running(services, keys) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def acme(server):
+    with CairnClient(server, ACME_KEY, retries=0) as client:
+        summary = client.put_documents(ROOT, DOCS)
+        assert summary.documents == 3 and not summary.rejected
+        yield client
+
+
+def test_find_answers_through_the_server(acme):
+    result = acme.find("how long until my refund reaches the card?", limit=3)
+    assert result.resources[0].uri == f"{ROOT}/billing/refunds.md"
+    assert result.total == len(result.all()) >= 1
+
+
+def test_upsert_keeps_siblings_and_sync_replaces_the_folder(server, acme):
+    acme.put_documents(ROOT, [{"path": "billing/disputes.md", "text": "# Disputes\n\nA chargeback is answered in 7 days."}])
+    children = {n.uri for n in acme.tree(f"{ROOT}/billing").children}
+    assert children == {f"{ROOT}/billing/{f}" for f in ("refunds.md", "invoices.md", "disputes.md")}
+    overview = acme.contents(f"{ROOT}/billing", level=1).text
+    assert "Disputes" in overview and "Refunds" in overview  # the folder was re-summarised from every child
+    acme.put_documents(f"{ROOT}/billing", [{"path": "refunds.md", "text": DOCS[0]["text"]}], sync=True)
+    assert {n.uri for n in acme.tree(f"{ROOT}/billing").children} == {f"{ROOT}/billing/refunds.md"}
+    acme.put_documents(ROOT, DOCS)  # back to the module's corpus
+
+
+def test_progressive_reading_and_browsing(acme):
+    l0 = acme.contents(ROOT, level=0)
+    assert l0.level == 0 and l0.text
+    body = acme.contents(f"{ROOT}/billing/refunds.md", level=2)
+    assert "five business days" in body.text and body.next_offset is None
+    page = acme.contents(f"{ROOT}/billing/refunds.md", level=2, max_chars=20)
+    assert len(page.text) == 20 and page.next_offset == 20
+    assert acme.read(f"{ROOT}/billing/refunds.md", level=2) == body.text  # every page, joined
+    tree = acme.tree(ROOT, depth=2)
+    billing = next(n for n in tree.children if n.uri == f"{ROOT}/billing")
+    assert billing.kind == "directory" and billing.children_total == 2
+    assert {c.uri for c in billing.children} == {f"{ROOT}/billing/refunds.md", f"{ROOT}/billing/invoices.md"}
+
+
+def test_search_with_a_session_and_an_idempotent_append(acme):
+    session = acme.create_session(user="ann")
+    first = acme.append_message(session.id, "user", "I paid for the annual plan last week.", idempotency_key="m-1")
+    again = acme.append_message(session.id, "user", "I paid for the annual plan last week.", idempotency_key="m-1")
+    assert again.seq == first.seq
+    result = acme.search("can I get my money back?", session_id=session.id, limit=3)
+    assert result.query_plan is not None and result.resources
+    view = acme.get_session(session.id)
+    assert view.message_count == 1 and view.prefetched is not None
+    assert acme.delete_session(session.id) is True
+    with pytest.raises(NotFound):
+        acme.get_session(session.id)
+
+
+def test_tenants_are_separated_and_a_bound_key_acts_for_its_user_only(server, acme):
+    with CairnClient(server, GLOBEX_KEY, retries=0) as globex:
+        assert globex.find("refund").total == 0
+    with CairnClient(server, ANN_KEY, retries=0) as ann:
+        assert ann.create_session().user == "ann"  # bound: the session is ann's
+        with pytest.raises(Forbidden, match="act for user 'ann' only"):
+            ann.create_session(user="bob")
+        with pytest.raises(Forbidden):
+            ann.find("refund", user="bob")
+
+
+def test_missing_and_wrong_keys_are_401(server):
+    with CairnClient(server, retries=0) as anonymous:
+        assert anonymous.health().status == "ok"  # health needs no key
+        with pytest.raises(Unauthorized, match="missing credentials"):
+            anonymous.find("refund")
+    with CairnClient(server, "not-a-key-of-this-server", retries=0) as wrong, pytest.raises(Unauthorized, match="unknown API key"):
+        wrong.find("refund")
+    r = httpx.post(f"{server}/v1/find", json={"query": "refund"}, headers={"authorization": "Basic abc"})
+    assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "says"),
+    [
+        ("POST", "/v1/find", {"query": ""}, 400, "query: the query is empty"),
+        ("POST", "/v1/find", {"query": "x", "limit": 1000, "colour": 1}, 400, "colour: unknown field"),
+        ("POST", "/v1/find", {"query": "x", "tenant": "globex"}, 400, "tenant comes from your credentials"),
+        ("POST", "/v1/find", {"query": "x", "filter": {"level": {"$near": 1}}}, 400, "$near"),
+        ("POST", "/v1/find", "not json", 400, "not valid JSON"),
+        ("POST", "/v1/search", {"query": "x", "session_id": "nosuchsession"}, 404, "nosuchsession"),
+        ("GET", "/v1/contents?uri=cairn://resources/handbook/nope.md&level=2", None, 404, "nothing is stored"),
+        ("GET", "/v1/contents?uri=cairn://resources/handbook&level=7", None, 400, "level"),
+        ("GET", "/v1/tree?uri=not-a-uri", None, 400, "cairn://"),
+        ("PUT", "/v1/documents", {"root_uri": "cairn://elsewhere/x", "documents": [{"path": "a.md", "text": "t"}]}, 400, "root_uri"),
+        ("DELETE", "/v1/nothing", None, 404, "no route DELETE /v1/nothing"),
+    ],
+)
+def test_bad_input_gets_a_clear_4xx_envelope(server, acme, method, path, body, status, says):
+    content = body if isinstance(body, str) else (json.dumps(body) if body is not None else None)
+    r = httpx.request(method, f"{server}{path}", content=content,
+                      headers={"authorization": f"Bearer {ACME_KEY}", "content-type": "application/json"})
+    assert r.status_code == status, r.text
+    err = r.json()
+    assert says in err["message"] and err["request_id"] and err["retryable"] is False
+    assert "Traceback" not in r.text and "File \"" not in r.text
+
+
+def test_the_client_raises_the_error_family_of_the_answer(acme):
+    with pytest.raises(RequestError, match="limit"):
+        acme.find("refund", limit=0)
+
+
+def test_the_openapi_document_is_served(server):
+    doc = httpx.get(f"{server}/v1/openapi.json").json()
+    assert doc["openapi"].startswith("3.") and "/v1/find" in doc["paths"]
+
+
+def test_without_keys_only_loopback():
+    check_bind("127.0.0.1", None)
+    check_bind("0.0.0.0", ApiKeys({ACME_KEY: "acme"}))
+    with pytest.raises(ConfigError, match="without API keys"):
+        check_bind("0.0.0.0", None)
