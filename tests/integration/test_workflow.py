@@ -35,7 +35,8 @@ from cairn.models import FindResult, QueryPlan
 from cairn.requests import FindRequest
 from cairn.sessions import open_session_store
 from cairn.vectorstores.local import LocalVectorStore
-from cairn.workflow import Runtime, WorkflowInput
+from cairn.services import Services
+from cairn.workflow import WorkflowInput
 
 pytestmark = pytest.mark.integration
 
@@ -109,7 +110,7 @@ def handlers(tmp_path_factory, embedder, moto_server):
     settings = load_settings(env={"CAIRN_HOME": str(home)})
     mods = {name: _load(name) for name in FUNCTIONS}
     for mod in mods.values():
-        mod.runtime = Runtime(settings=settings, store=store, embedder=embedder, sessions=sessions, state_machine_arn=None)
+        mod.services = Services(settings, store=store, embedder=embedder, sessions=sessions)
     return {"modules": mods, "store": store, "sessions": sessions, "settings": settings, "embedder": embedder}
 
 
@@ -206,13 +207,13 @@ def test_a_zero_query_plan_succeeds_with_an_empty_result(state_machine, handlers
 
     sfn, arn = state_machine
     plan_mod = handlers["modules"]["plan"]
-    saved = plan_mod.runtime
-    plan_mod.runtime = Runtime(settings=handlers["settings"], planner=NothingToRetrieve(), sessions=handlers["sessions"])
+    saved = plan_mod.services
+    plan_mod.services = Services(handlers["settings"], planner=NothingToRetrieve(), sessions=handlers["sessions"])
     handlers_in_process.clear()
     try:
         desc = run(sfn, arn, WorkflowInput(tenant="acme", request=FindRequest(query="thanks, bye!")))
     finally:
-        plan_mod.runtime = saved
+        plan_mod.services = saved
     assert desc["status"] == "SUCCEEDED", desc
     out = json.loads(desc["output"])
     assert out["total"] == 0 and out["query_plan"]["planner"] == "empty"
@@ -222,13 +223,13 @@ def test_a_zero_query_plan_succeeds_with_an_empty_result(state_machine, handlers
 def test_retryable_errors_are_retried_then_fail_with_the_task_error(state_machine, handlers, handlers_in_process):
     sfn, arn = state_machine
     mod = handlers["modules"]["retrieve"]
-    saved = mod.runtime
-    mod.runtime = Runtime(settings=handlers["settings"], store=UnavailableStore(handlers["store"]), embedder=handlers["embedder"])
+    saved = mod.services
+    mod.services = Services(handlers["settings"], store=UnavailableStore(handlers["store"]), embedder=handlers["embedder"])
     handlers_in_process.clear()
     try:
         desc = run(sfn, arn, WorkflowInput(tenant="acme", request=FindRequest(query="refund")), timeout_s=60)
     finally:
-        mod.runtime = saved
+        mod.services = saved
     assert desc["status"] == "FAILED", desc
     assert desc.get("error") == "CairnRetryableError"
     cause = json.loads(json.loads(desc["cause"])["errorMessage"])
@@ -281,11 +282,38 @@ def test_a_new_user_message_prefetches_context_through_the_workflow(moto_server,
     assert set(records[0]["dynamodb"]["NewImage"]) == set(sample)  # the sample event has the real shape
 
     on_message = _load("on_message")
-    on_message.runtime = Runtime(settings=handlers["settings"], sessions=sessions, sfn=SyncOverStartExecution(sfn),
-                                 state_machine_arn=arn)
+    on_message.services = Services(handlers["settings"].model_copy(update={"state_machine_arn": arn}), sessions=sessions,
+                                   sfn=SyncOverStartExecution(sfn))
     event = {"Records": [{**r, "dynamodb": {**r["dynamodb"], "SequenceNumber": str(r["dynamodb"]["SequenceNumber"])}}
                          for r in records]}
     assert on_message.handler(json.loads(json.dumps(event, default=str))) == {"batchItemFailures": []}
     prefetched = sessions.get("acme", sid).prefetched
     assert prefetched is not None and prefetched["resources"][0]["uri"] == REFUNDS
     assert prefetched["query_plan"]["queries"]
+
+
+def test_search_with_a_session_gives_the_same_ranked_uris_in_process_and_through_the_workflow(
+    moto_server, state_machine, handlers, handlers_in_process
+):
+    """One composition root: the Lambda path plans with the same entity scoping, threshold and
+    reranker as Cairn in process, so the same request over the same data ranks the same URIs."""
+    from cairn import workflow
+    from cairn.requests import FindRequest
+
+    sfn, arn = state_machine
+    sessions = handlers["sessions"]
+    sid = sessions.create("acme", "ann").id
+    sessions.append("acme", sid, "user", "I bought the annual plan and I want my money back.")
+    request = FindRequest(query="how long does it take to reach my card?", mode="thinking", limit=5, score_threshold=0.2)
+    local = Services(handlers["settings"], store=handlers["store"], embedder=handlers["embedder"], sessions=sessions)
+    in_process = local.cairn("acme").search(request, sid).to_dict()
+    deployed = Services(handlers["settings"].model_copy(update={"state_machine_arn": arn}), store=handlers["store"],
+                        embedder=handlers["embedder"], sessions=sessions, sfn=SyncOverStartExecution(sfn))
+    through_workflow = workflow.search(deployed, "acme", request, sid)
+
+    def ranked(result: dict[str, Any]) -> list[tuple[str, float]]:
+        return [(m["uri"], round(m["score"], 4)) for bucket in ("memories", "resources", "skills") for m in result[bucket]]
+
+    assert ranked(through_workflow) == ranked(in_process) and ranked(in_process)
+    assert all(score > 0.2 for _, score in ranked(in_process))  # the request's threshold reached the final cut
+    assert through_workflow["query_plan"] == in_process["query_plan"]
