@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test test-unit bench install dev clean
+.PHONY: demo test test-unit bench install dev clean serve openapi package package-lock
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,21 @@ test: dev $(ASL_VALIDATOR)
 
 test-unit: dev
 	$(PY) -m pytest -q -m unit
+
+serve: install
+	$(VENV)/bin/cairn serve
+
+# the OpenAPI document of the /v1 route table, committed as docs/openapi.json (a test compares them)
+openapi: dev
+	$(PY) -c "from cairn.api import openapi_document; open('docs/openapi.json', 'w').write(openapi_document())"
+
+# every Lambda function built for python3.12 on arm64 with only what it imports; fails over 250 MB
+package: dev
+	$(PY) infra/package/build.py build
+
+# re-pin the layers' locks (with hashes) after changing dependencies
+package-lock: dev
+	$(PY) infra/package/build.py lock
 
 bench: dev
 	$(PY) -m benchmarks.run --data $(or $(DATA),../shared/data)

@@ -48,11 +48,14 @@ log = get_logger(__name__)
 MAX_RESPONSE_BYTES = 5_800_000  # under Lambda's 6 MB response limit, with room for the envelope
 RETRY_AFTER_S = 1
 TITLE = "cairn"
-_ERRORS = {
-    400: {"description": "bad request: every problem is listed, each with where it is", "content": {"application/json": {"schema": ErrorBody.model_json_schema()}}},
-    401: {"description": "missing or unknown credentials"},
-    404: {"description": "not found"},
+_ERROR_ANSWERS = {
+    "400": "bad request: every problem is listed, each with where it is",
+    "401": "missing or unknown credentials",
+    "403": "the credentials may not act for that end user",
+    "404": "not found (route, session, URI)",
+    "503": "unavailable for now: retry after Retry-After seconds",
 }
+_PUBLIC = ("/v1/health",)
 
 
 def build_app(services: Services, authorizer: AuthorizerConfig | None = None) -> APIGatewayHttpResolver:
@@ -75,7 +78,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
 
     # ------------------------------------------------------------------ retrieval
 
-    @app.post("/v1/find", summary="Find: one query, no session, no planning", responses=_ERRORS, tags=["retrieval"])
+    @app.post("/v1/find", summary="Find: one query, no session, no planning", tags=["retrieval"])
     def find(body: FindBody) -> FindResponse:
         who = caller()
         request = with_defaults(body.request(), body.model_fields_set, who)
@@ -83,7 +86,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
         return _bounded(result.to_dict(include_provenance=request.include_provenance))
 
     @app.post("/v1/search", summary="Search: plan (with a session), retrieve hierarchically, rerank",
-              responses=_ERRORS, tags=["retrieval"])
+              tags=["retrieval"])
     def search(body: SearchBody) -> FindResponse:
         who = caller()
         request = with_defaults(body.request(), body.model_fields_set, who)
@@ -91,21 +94,21 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
 
     # ------------------------------------------------------------------ sessions
 
-    @app.post("/v1/sessions", summary="Create a session", responses=_ERRORS, tags=["sessions"])
+    @app.post("/v1/sessions", summary="Create a session", tags=["sessions"])
     def create_session(body: SessionCreate) -> Response[dict[str, Any]]:
         who = caller()
         session = services.sessions.create(who.tenant, who.user_for(body.user), body.ttl_s)
         return Response(201, "application/json", session.model_dump(mode="json"))
 
     @app.get("/v1/sessions/<session_id>", summary="A session: summary, recent messages, prefetched context",
-             responses=_ERRORS, tags=["sessions"])
+             tags=["sessions"])
     def get_session(session_id: str, recent: Annotated[int, Query(ge=0, le=1000)] = 5) -> dict[str, Any]:
         who = caller()
         view = services.sessions.get(who.tenant, session_id, recent=recent)
         who.user_for(view.session.user)
         return view.model_dump(mode="json")
 
-    @app.delete("/v1/sessions/<session_id>", summary="Delete a session and its messages", responses=_ERRORS, tags=["sessions"])
+    @app.delete("/v1/sessions/<session_id>", summary="Delete a session and its messages", tags=["sessions"])
     def delete_session(session_id: str) -> Response[dict[str, Any]]:
         who = caller()
         view = services.sessions.get(who.tenant, session_id, recent=0)
@@ -114,7 +117,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
         return Response(200, "application/json", {"id": session_id, "deleted": True})
 
     @app.post("/v1/sessions/<session_id>/messages", summary="Append a message (Idempotency-Key: a retry lands once)",
-              responses=_ERRORS, tags=["sessions"])
+              tags=["sessions"])
     def append_message(
         session_id: str,
         body: MessageAppend,
@@ -132,7 +135,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
     # ------------------------------------------------------------------ content
 
     @app.put("/v1/documents", summary="Upsert documents under a root URI (siblings stay unless sync)",
-             responses=_ERRORS, tags=["content"])
+             tags=["content"])
     def put_documents(body: DocumentsPut) -> IngestSummary:
         from ..ingest import IngestPayload
 
@@ -149,14 +152,14 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
             warnings=list(report.warnings), seconds=round(report.seconds, 3),
         )
 
-    @app.delete("/v1/documents", summary="Delete a document or a subtree", responses=_ERRORS, tags=["content"])
+    @app.delete("/v1/documents", summary="Delete a document or a subtree", tags=["content"])
     def delete_documents(uri: Annotated[str, Query(min_length=1, max_length=2000)]) -> Deleted:
         who = caller()
         report = services.cairn(who.tenant).ingestor().delete(uri)
         return Deleted(uri=uri, removed=report.removed)
 
     @app.get("/v1/contents", summary="Read a URI progressively: L0 abstract, L1 overview, L2 full body (paged)",
-             responses=_ERRORS, tags=["content"])
+             tags=["content"])
     def contents(
         uri: Annotated[str, Query(min_length=1, max_length=2000)],
         level: Annotated[int, Query(ge=0, le=2)] = 0,
@@ -167,7 +170,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
         return read_page(services.cairn(who.tenant), uri, level, offset, max_chars)
 
     @app.get("/v1/tree", summary="Browse: the children of a folder with their titles and abstracts",
-             responses=_ERRORS, tags=["content"])
+             tags=["content"])
     def browse(
         uri: Annotated[str, Query(min_length=1, max_length=2000)],
         depth: Annotated[int, Query(ge=1, le=3)] = 1,
@@ -260,11 +263,17 @@ def openapi_json(app: APIGatewayHttpResolver) -> str:
         summary="Context retrieval for AI agents: memories, resources and skills, ranked and explained.",
         description="Authenticate with 'Authorization: Bearer <API key>' (cairn serve) or your API Gateway authorizer.",
     ))
-    for operations in doc.get("paths", {}).values():  # invalid requests answer 400 (ErrorBody), never 422
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+        schemas.pop(name, None)
+    schemas["ErrorBody"] = ErrorBody.model_json_schema()
+    envelope = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    for path, operations in doc.get("paths", {}).items():  # invalid requests answer 400 (ErrorBody), never 422
         for op in operations.values():
-            op.get("responses", {}).pop("422", None)
-    for name in ("HTTPValidationError", "ValidationError"):
-        doc.get("components", {}).get("schemas", {}).pop(name, None)
+            answers = op.setdefault("responses", {})
+            answers.pop("422", None)
+            if path not in _PUBLIC:
+                answers.update({code: {"description": text, "content": envelope} for code, text in _ERROR_ANSWERS.items()})
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
