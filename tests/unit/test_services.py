@@ -1,0 +1,113 @@
+"""The composition root: every setting reaches the service it configures, each provider's settings
+reach its client, and a missing optional extra is one clear error."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairn import workflow
+from cairn.config import (
+    LiteLLMRerankSettings,
+    LiteLLMSettings,
+    LocalContentSettings,
+    LocalEmbedderSettings,
+    LocalStoreSettings,
+    NoRerankSettings,
+    OpenAILLMSettings,
+    S3ContentSettings,
+    Settings,
+    SQLiteSessionSettings,
+    load_settings,
+)
+from cairn.errors import MissingExtra
+from cairn.requests import FindRequest
+from cairn.services import Services
+
+pytestmark = pytest.mark.unit
+
+
+class RecordingSFN:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def start_sync_execution(self, **kw: Any) -> dict[str, Any]:
+        self.calls.append(kw)
+        return {"status": "SUCCEEDED", "output": json.dumps({"memories": [], "resources": [], "skills": [], "total": 0})}
+
+
+def _probes(tmp: Path) -> dict[str, Any]:
+    """For each Settings field: a changed value, and what shows that the services used it."""
+    sfn = RecordingSFN()
+
+    def arn_used(s: Services) -> bool:
+        s.__dict__["sfn"] = sfn
+        workflow.search(s, "acme", FindRequest(query="q"))
+        return sfn.calls[-1]["stateMachineArn"] == "arn:aws:states:us-east-1:1:stateMachine:x"
+
+    return {
+        "home": (tmp / "h", lambda s: s.sessions.path == tmp / "h" / "sessions.db" and s.content.folder == tmp / "h" / "content"),
+        "tenant": ("globex", lambda s: s.cairn().tenant == "globex"),
+        "store": (LocalStoreSettings(path=tmp / "st"), lambda s: s.store.path == tmp / "st"),
+        "embedder": (LocalEmbedderSettings(batch_size=7), lambda s: s.embedder.batch_size == 7),
+        "sessions": (SQLiteSessionSettings(path=tmp / "s.db"), lambda s: s.sessions.path == tmp / "s.db"),
+        "content": (LocalContentSettings(path=tmp / "c"), lambda s: s.content.folder == tmp / "c"),
+        "llm": (OpenAILLMSettings(model="m", base_url="http://llm.test/v1", api_key="k"),
+                lambda s: s.llm is not None and (s.llm.model, s.llm.base_url) == ("m", "http://llm.test/v1")),
+        "planner": ("raw", lambda s: s.planner("acme") is None),
+        "rerank": (NoRerankSettings(), lambda s: s.reranker is None),
+        "score_threshold": (0.42, lambda s: s.cairn().thinking.threshold == 0.42),
+        "default_limit": (7, lambda s: s.cairn()._request("q", {}, "quick").limit == 7),
+        "alpha": (0.9, lambda s: s.cairn().thinking.alpha == 0.9),
+        "hotness_weight": (0.25, lambda s: s.cairn().hotness_weight == 0.25),
+        "state_machine_arn": ("arn:aws:states:us-east-1:1:stateMachine:x", arn_used),
+    }
+
+
+def test_every_setting_is_consumed(tmp_path, embedder):
+    probes = _probes(tmp_path)
+    assert set(probes) == set(Settings.model_fields), "a Settings field without a probe: show where it is consumed"
+    base = Settings(home=tmp_path / "base")
+    for field, (value, used) in probes.items():
+        given: dict[str, Any] = {} if field in ("embedder", "store") else {"embedder": embedder}
+        if field == "store":
+            given["embedder"] = embedder
+        if field == "embedder":
+            services = Services(base.model_copy(update={field: value}))
+            assert used(services), field
+            continue
+        before = Services(base, **given)
+        after = Services(base.model_copy(update={field: value}), **given)
+        assert used(after), f"{field} did not reach its service"
+        if field != "state_machine_arn":
+            assert not used(before), f"the probe of {field} passes without the setting"
+
+
+def test_each_providers_settings_reach_its_client(tmp_path):
+    litellm = Services(Settings(home=tmp_path, llm=LiteLLMSettings(model="gpt-x", base_url="http://proxy.test", api_key="sk-1")))
+    assert (litellm.llm.api_base, litellm.llm.api_key) == ("http://proxy.test", "sk-1")
+    rerank = Services(Settings(home=tmp_path, rerank=LiteLLMRerankSettings(model="cohere/rerank", base_url="http://r.test")))
+    assert (rerank.reranker.model, rerank.reranker.api_base) == ("cohere/rerank", "http://r.test")
+
+
+def test_the_s3_prefix_is_the_same_everywhere():
+    from_env = load_settings({"CAIRN_CONTENT_BUCKET": "bodies"})
+    assert from_env.content == S3ContentSettings(bucket="bodies", prefix="content")
+
+
+def test_a_missing_extra_is_one_error_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "litellm", None)  # as if `cairn[llm]` were not installed
+    services = Services(Settings(home=tmp_path, llm=LiteLLMSettings(model="gpt-x")))
+    with pytest.raises(MissingExtra, match=r"pip install 'cairn\[llm\]'"):
+        services.llm  # noqa: B018
+
+
+def test_a_tenants_planner_scopes_with_that_tenants_own_folders(tmp_path, embedder):
+    services = Services(Settings(home=tmp_path), embedder=embedder)
+    acme, globex = services.planner("acme"), services.planner("globex")
+    assert acme is services.planner("acme") and acme is not globex
+    assert acme.resolver.names.tenant == "acme" and globex.resolver.names.tenant == "globex"
