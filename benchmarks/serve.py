@@ -1,0 +1,104 @@
+"""serve: POST /v1/find through `cairn serve` (uvicorn, loopback) against the same find() in process.
+
+The scifact corpus is ingested once (documents embedded through the benchmark's embedding cache,
+so a rerun skips the model for texts it saw); then each scifact test query is asked in process
+and through the server with cairn.client, with 1 and with 8 concurrent clients. Also: seconds
+from `cairn serve` start (a fresh process: imports, model, store) to its first answer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from cairn.api.server import running
+from cairn.client import CairnClient
+from cairn.config import Settings
+from cairn.embeddings.local import LocalEmbedder
+from cairn.ingest import Document
+from cairn.services import Services
+
+from .beir import load
+from .cache import CachedEmbedder
+from .metrics import percentiles
+
+SUITE = "serve"
+ROOT = "cairn://resources/scifact"
+LIMIT = 10
+
+
+def run(data: Path, limit_queries: int | None = None) -> dict:
+    ds = load(data, "scifact")
+    queries = [q["text"] for q in list(ds.queries.values())[: limit_queries or 300]]
+    docs = [Document(path=(d["_id"],), text=d["text"] or d["title"], title=d["title"]) for d in ds.corpus]
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        cached = Services(Settings(home=home), embedder=CachedEmbedder(LocalEmbedder(), "scifact"), reranker=None)
+        cached.cairn("default").ingestor().ingest(docs, ROOT)
+        services = Services(Settings(home=home), embedder=LocalEmbedder(), reranker=None)  # queries: the real model
+        cairn = services.cairn("default")
+        cairn.find("warm up")
+        in_process = _timed(lambda q: cairn.find(q, limit=LIMIT), queries, 1)
+        with running(services) as url:
+            with CairnClient(url) as client:
+                client.find("warm up")
+                one = _timed(lambda q: client.find(q, limit=LIMIT), queries, 1)
+            clients = [CairnClient(url) for _ in range(8)]
+            try:
+                eight = _timed(lambda q, n=iter(range(10**9)): clients[next(n) % 8].find(q, limit=LIMIT), queries, 8)
+            finally:
+                for c in clients:
+                    c.close()
+        first = _first_answer(home)
+    p50 = in_process["p50_ms"]
+    return {
+        "queries": len(queries),
+        "documents": len(docs),
+        "in_process_find": in_process,
+        "serve_1_client": {**one, "p50_ratio_to_in_process": round(one["p50_ms"] / p50, 2)},
+        "serve_8_clients": {**eight, "p50_ratio_to_in_process": round(eight["p50_ms"] / p50, 2)},
+        "serve_start_to_first_answer_s": first,
+        "machine": f"{os.cpu_count()} cores",
+    }
+
+
+def _timed(ask, queries: list[str], workers: int) -> dict:
+    latencies: list[float] = []
+
+    def one(q: str) -> None:
+        t0 = time.perf_counter()
+        ask(q)
+        latencies.append((time.perf_counter() - t0) * 1000)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(one, queries))
+    wall = time.perf_counter() - started
+    pct = percentiles(latencies)
+    return {**pct, "queries_per_s": round(len(queries) / wall, 1)}
+
+
+def _first_answer(home: Path) -> float:
+    """`cairn serve` in a fresh process: seconds from the command to its first /v1/find answer."""
+    port = "18765"
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "cairn.cli", "--home", str(home), "serve", "--port", port],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with CairnClient(f"http://127.0.0.1:{port}", retries=0, timeout_s=5) as client:
+            while True:
+                try:
+                    client.find("how do statins work?")
+                    return round(time.perf_counter() - t0, 2)
+                except Exception:
+                    if proc.poll() is not None or time.perf_counter() - t0 > 120:
+                        raise
+                    time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
