@@ -450,13 +450,18 @@ def _live(segments: Sequence[Segment]) -> dict[str, tuple[int, int]]:
 
 
 def _gather(segments: Sequence[Segment], where: dict[str, tuple[int, int]], dimension: int) -> np.ndarray:
+    """The live rows' vectors, in ``where``'s order: one copy, segment by segment."""
     if len(segments) == 1 and len(where) == len(segments[0].ids):
         return segments[0].vectors
-    if not segments:
-        return np.zeros((0, dimension), np.float32)
-    offsets = np.cumsum([0] + [len(seg.ids) for seg in segments])
-    rows = np.fromiter((offsets[s] + r for s, r in where.values()), dtype=np.int64, count=len(where))
-    return np.concatenate([seg.vectors for seg in segments])[rows]
+    n = len(where)
+    out = np.empty((n, dimension), dtype=np.float32)
+    seg_of = np.fromiter((s for s, _ in where.values()), dtype=np.int64, count=n)
+    row_of = np.fromiter((r for _, r in where.values()), dtype=np.int64, count=n)
+    for s, seg in enumerate(segments):
+        pos = np.flatnonzero(seg_of == s)
+        if len(pos):
+            out[pos] = seg.vectors[row_of[pos]]
+    return out
 
 
 def _parse_all(segments: Sequence[Segment], where: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
