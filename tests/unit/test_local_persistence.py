@@ -43,6 +43,9 @@ def test_tenant_folder_names(tenant, folder):
 
 @given(st.from_regex(_TENANT_RE, fullmatch=True), st.from_regex(_TENANT_RE, fullmatch=True))
 def test_folder_names_differ_on_a_case_insensitive_file_system(a, b):
+    from cairn.storage_names import tenant_folder
+
+    assert tenant_folder(a) == persist.storage_name(a)
     fa, fb = persist.storage_name(a), persist.storage_name(b)
     assert (fa.casefold() == fb.casefold()) == (a == b)
     assert fa == fa.lower() and "/" not in fa and not fa.endswith(".") and len(fa.encode()) <= 255
@@ -137,3 +140,22 @@ def test_many_small_writes_keep_few_segments_and_every_record(tmp_path):
 def test_compaction_merges_the_newest_segments(weights, start):
     refs = [persist.SegmentRef(f"seg-{i:010d}.bin", w - 1, 0) for i, w in enumerate(weights)]
     assert persist.merge_start(refs, 8) == start
+
+
+@given(st.text(min_size=1, max_size=120), st.text(min_size=1, max_size=120))
+def test_bounded_names_fit_and_stay_distinct(a, b):
+    from cairn.storage_names import bounded_name
+
+    long_a, long_b = a * 40, b * 40
+    na, nb = bounded_name(long_a), bounded_name(long_b)
+    assert len(na.encode()) <= 255 and len(nb.encode()) <= 255
+    assert (na == nb) == (long_a == long_b)
+    assert bounded_name("short.md") == "short.md"
+
+
+def test_a_long_cjk_name_is_bounded_on_a_character_boundary():
+    from cairn.storage_names import bounded_name
+
+    name = "漢" * 90 + ".md"  # 273 bytes
+    out = bounded_name(name)
+    assert len(out.encode()) <= 255 and out.startswith("漢")

@@ -22,7 +22,7 @@ One folder per tenant under ``<home>/tenants/<storage name>/``::
   called with the name of every write step (:data:`WRITE_STEPS`); tests make it kill the
   process at each step in turn.
 * **Tenant names** map to folder names injectively on case-insensitive file systems
-  (:func:`storage_name`): ``GLOBEX`` and ``globex`` never share a folder.
+  (:func:`cairn.storage_names.tenant_folder`): ``GLOBEX`` and ``globex`` never share a folder.
 
 A segment file: ``CAIRNSEG1\\n``, an 8-byte little-endian header length, a JSON header
 ``{"rows", "dimension", "docs_bytes", "deleted_bytes"}``, the records as JSON lines (without
@@ -44,6 +44,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from ..errors import VectorStoreError
+from ..storage_names import tenant_folder as storage_name
 
 FORMAT = "cairn-local-2"
 MANIFEST = "MANIFEST"
@@ -86,30 +87,6 @@ class PartitionUnreadable(VectorStoreError):
     """
 
     code = "partition_unreadable"
-
-
-# ---------------------------------------------------------------- tenant -> folder name
-
-_WINDOWS_RESERVED = frozenset(
-    ["con", "prn", "aux", "nul"] + [f"com{i}" for i in range(10)] + [f"lpt{i}" for i in range(10)]
-)
-
-
-def storage_name(tenant: str) -> str:
-    """An injective, case-insensitive-safe folder name for a (validated) tenant name.
-
-    Lower-case letters, digits, '-' and '.' stay; an upper-case letter becomes '_' + its lower
-    case, '_' becomes '__'. So names that differ only by case get different folders, and a
-    tenant of lower-case letters keeps the folder it always had. A name Windows reserves
-    (``con``, ``nul.x``, ...) or one ending in '.' is prefixed with ``_-`` / ends in ``_0``:
-    sequences the escapes above never produce, so the map stays injective.
-    """
-    out = "".join("__" if c == "_" else f"_{c.lower()}" if c.isupper() else c for c in tenant)
-    if out.endswith("."):
-        out = out[:-1] + "_0"
-    if out.split(".", 1)[0] in _WINDOWS_RESERVED:
-        out = "_-" + out
-    return out
 
 
 # ---------------------------------------------------------------- manifest and segments
