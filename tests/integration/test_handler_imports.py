@@ -1,8 +1,9 @@
 """The import graph of each Lambda handler, checked in a fresh interpreter (a cold container).
 
 No handler may import litellm, onnxruntime, opensearch-py, pinecone, tokenizers, bm25s or
-Powertools when it is imported: each is loaded on the first invocation that needs it, so a cold
-start pays only for what the function uses. (The import *time* is measured by the ``imports``
+Powertools when it is imported (but the api function, whose route table is Powertools' event
+handler): each is loaded on the first invocation that needs it, so a cold start pays only for
+what the function uses. (The import *time* is measured by the ``imports``
 benchmark, not asserted here.)
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.imports import FORBIDDEN, HANDLERS, probe
+from benchmarks.imports import ALLOWED, FORBIDDEN, HANDLERS, probe
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.integration
 @pytest.mark.parametrize("handler", HANDLERS)
 def test_importing_a_handler_loads_no_heavy_module(handler):
     loaded = probe(handler)["loaded"]
-    heavy = sorted(set(loaded) & set(FORBIDDEN))
+    heavy = sorted(set(loaded) & (set(FORBIDDEN) - set(ALLOWED.get(handler, ()))))
     assert heavy == [], f"functions/{handler}/app.py imports {heavy} at import time; import them lazily"
 
 
