@@ -57,6 +57,24 @@ def is_retryable_aws_error(code: object, status: object = None) -> bool:
     return code in RETRYABLE_AWS_CODES or is_retryable_status(status)
 
 
+@dataclass(frozen=True)
+class AwsError:
+    """What a botocore ``ClientError`` says: its code, HTTP status, message, and if it is retryable."""
+
+    code: str
+    status: int
+    message: str
+    retryable: bool
+
+    @classmethod
+    def of(cls, exc: BaseException) -> AwsError:
+        response = getattr(exc, "response", None) or {}
+        err = response.get("Error", {}) or {}
+        code = str(err.get("Code", "") or "")
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0
+        return cls(code, status, str(err.get("Message", "") or ""), is_retryable_aws_error(code, status))
+
+
 def parse_retry_after(value: str | float | None, *, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value: a number of seconds or an HTTP date."""
     if value is None:

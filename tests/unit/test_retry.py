@@ -121,3 +121,14 @@ def test_a_policy_needs_one_attempt():
     with pytest.raises(ValueError):
         RetryPolicy(attempts=0)
     assert RetryPolicy.of_retries(3).attempts == 4
+
+
+def test_an_aws_client_error_is_described_once():
+    from cairn.retry import AwsError
+
+    class ClientError(Exception):
+        response = {"Error": {"Code": "ThrottlingException", "Message": "slow down"},
+                    "ResponseMetadata": {"HTTPStatusCode": 400}}
+
+    assert AwsError.of(ClientError()) == AwsError("ThrottlingException", 400, "slow down", True)
+    assert AwsError.of(ValueError()) == AwsError("", 0, "", False)

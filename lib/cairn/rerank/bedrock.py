@@ -27,7 +27,7 @@ import os
 from typing import Any
 
 from ..errors import ConfigError, RerankError
-from ..retry import is_retryable_aws_error
+from ..retry import AwsError
 from .base import Reranker, scores_from_indexed, with_retries
 
 MAX_SOURCES = 1000
@@ -126,15 +126,12 @@ class BedrockReranker(Reranker):
         try:
             return self._client.rerank(**request)
         except ClientError as exc:
-            err = exc.response.get("Error", {})
-            code = err.get("Code", "")
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            retryable = is_retryable_aws_error(code, status)
-            hint = "" if retryable else _hint(code)
+            err = AwsError.of(exc)
+            hint = "" if err.retryable else _hint(err.code)
             raise RerankError(
-                f"{self.name}: Bedrock rerank failed with {code or status}: {err.get('Message', '')}{hint}",
-                retryable=retryable,
-                details={"status": status, "code": code},
+                f"{self.name}: Bedrock rerank failed with {err.code or err.status}: {err.message}{hint}",
+                retryable=err.retryable,
+                details={"status": err.status, "code": err.code},
             ) from exc
         except NoCredentialsError as exc:
             raise RerankError(f"{self.name}: no AWS credentials found for Bedrock rerank") from exc
