@@ -69,3 +69,19 @@ def test_hybrid_quick_mode_fuses_dense_and_keyword_scores(svc):
     assert res.resources[0].uri.endswith("pets.md")
     assert "mode=hybrid" in res.query_results[0].trace.events[0].detail
     assert set(res.query_results[0].tiers.values()) == {"hybrid"}
+
+
+def test_a_lower_case_misspelt_conversation_scopes_to_its_folder(svc):
+    s = svc.sessions.create("t")
+    svc.sessions.append("t", s.id, "user", "hi, i want to stay at hobson house next week")
+    svc.sessions.append("t", s.id, "assistant", "sure, that is booked")
+    res = svc.search("is there parking", session_id=s.id, limit=3)
+    assert res.query_plan.queries[0].target_uris == (f"{ROOT}/hotel/1",)
+    assert "confidence" in res.query_plan.reasoning
+
+
+@pytest.mark.parametrize("mode", ["quick", "thinking"])
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_gibberish_finds_nothing_in_any_mode(svc, mode, hybrid):
+    assert svc.find("qwzx plorf vrum", mode=mode, hybrid=hybrid).all() == []
+    assert svc.search("qwzx plorf vrum", mode=mode, hybrid=hybrid).all() == []

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from cairn.assemble import above_threshold, dedupe_by_uri
+from cairn.assemble import above_threshold, best_chunk_per_document, dedupe_by_uri
 from cairn.models import Candidate, ContextRecord, ContextType
 from cairn.requests import FindRequest
 from cairn.stages import RetrieveOutput, rerank
@@ -58,3 +58,27 @@ def test_the_same_uri_from_two_typed_queries_is_listed_once():
     b = RetrieveOutput(query=TypedQuery(query="q2"), candidates=[cand("cairn://resources/a.md", 0.7)])
     res = rerank([a, b], req)
     assert [(m.uri, m.score) for m in res.resources] == [("cairn://resources/a.md", 0.7)]
+
+
+def test_chunks_of_one_document_collapse_into_its_best_chunk():
+    cs = [
+        cand("cairn://resources/docs/guide.md#0", 0.5),
+        cand("cairn://resources/docs/guide.md#3", 0.8),
+        cand("cairn://resources/docs/faq.md", 0.6),
+        cand("cairn://resources/docs/guide.md#1", 0.7),
+    ]
+    out = dedupe_by_uri(cs)
+    assert [(c.uri, c.score) for c in out] == [("cairn://resources/docs/guide.md#3", 0.8), ("cairn://resources/docs/faq.md", 0.6)]
+    every = dedupe_by_uri(cs, collapse_chunks=False)  # the option that returns every chunk
+    assert len(every) == 4
+
+
+def test_a_retriever_keeps_the_best_chunk_per_document_in_its_order():
+    cs = [
+        cand("cairn://resources/docs/guide.md#0", 0.5),
+        cand("cairn://resources/docs", 0.45, level=0),
+        cand("cairn://resources/docs/guide.md#3", 0.8),
+        cand("cairn://resources/docs/faq.md", 0.4),
+    ]
+    out = best_chunk_per_document(cs)
+    assert [c.uri for c in out] == ["cairn://resources/docs/guide.md#3", "cairn://resources/docs", "cairn://resources/docs/faq.md"]

@@ -63,7 +63,7 @@ MAX_NAME_WORDS = 12  # longer strings are sentences, not names
 FUZZY_CUTOFF = 80  # rapidfuzz ratio (0..100) for two words to count as the same word
 FUZZY_MIN_CHARS = 4
 STOP_WEIGHT = 0.25
-SPREAD_SAMPLE = 100
+SPREAD_SAMPLE = 1000
 _WORD = re.compile(r"[a-z0-9]+")
 
 

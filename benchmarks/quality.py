@@ -1,0 +1,172 @@
+"""Retrieval quality of every mode on every shared collection, next to its own BM25 and latency.
+
+    python -m benchmarks.run quality --data ../shared/data               # every collection, every query
+    python -m benchmarks.run quality --data ../shared/data --queries 300  # the first 300 queries of each
+
+Collections (ingested once through the public Ingestor and cached, :mod:`.collections`):
+scifact and cranfield (flat, ``find()``), dstc11 (a tree titled from metadata; ``search()`` with
+the dialogue before the last turn as the session, the no-LLM planner with the folder-name
+resolver). Each query asks for 30 results and is judged on its first 10 documents (ir-measures
+nDCG@10 and R@10). Modes: quick / thinking × dense / hybrid, and the local reranker on the
+first ``RERANK_QUERIES`` queries. ``bm25`` is plain BM25 (bm25s) over the raw documents with the
+raw query: the floor every default must clear. Latency is the whole call, with the query
+embedding served from a cache filled by an untimed pass (``embed_p50_ms`` is what a real
+embedding adds). ``gibberish`` counts the results of three nonsense queries in every mode
+(default threshold): it must be 0.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cairn.embeddings.base import Embedder
+from cairn.pipeline import Cairn
+from cairn.planning.scope import FolderResolver
+from cairn.planning.session_planner import SessionRewritePlanner
+from cairn.rerank import build_reranker
+from cairn.retrieval.scope import roots_for
+from cairn.sessions import open_session_store
+
+from .beir import BeirSet
+from .collections import COLLECTIONS, TENANT, Collection, cached_store
+from .metrics import evaluate, percentiles
+
+SUITE = "quality"
+LIMIT = 30
+RERANK_QUERIES = 200
+RERANK_LIMIT = 10  # the local reranker embeds 2·limit candidates a query: 20 here
+GIBBERISH = ("qwzx plorf vrum", "zzkq vlemb ortx", "blorptang quiffle")
+MODES = {
+    "quick_dense": {"mode": "quick", "hybrid": False},
+    "quick_hybrid": {"mode": "quick", "hybrid": True},
+    "thinking_dense": {"mode": "thinking", "hybrid": False},
+    "thinking_hybrid": {"mode": "thinking", "hybrid": True},
+}
+
+
+class MemoEmbedder(Embedder):
+    """Query embeddings kept in memory: every mode after the first pays retrieval only."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dimension = inner, inner.name, inner.dimension
+        self.batch_size = inner.batch_size
+        self._memo: dict[str, np.ndarray] = {}
+        self.embed_ms: list[float] = []
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        if missing:
+            t0 = time.perf_counter()
+            for t, v in zip(missing, self.inner.embed(missing)):
+                self._memo[t] = v
+            self.embed_ms.append((time.perf_counter() - t0) * 1000 / len(missing))
+        return np.stack([self._memo[t] for t in texts])
+
+
+def bm25_run(ds: BeirSet, queries: list[dict]) -> dict[str, dict[str, float]]:
+    import bm25s
+
+    docs = [d for d in ds.corpus if (d.get("title") or d.get("text"))]
+    texts = [" ".join(filter(None, (d.get("title"), d.get("text")))) for d in docs]
+    index = bm25s.BM25()
+    index.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    run = {}
+    for q in queries:
+        tokens = bm25s.tokenize([q["text"]], stopwords="en", show_progress=False)
+        ids, scores = index.retrieve(tokens, k=10, show_progress=False)
+        run[q["_id"]] = {docs[i]["_id"]: float(s) for i, s in zip(ids[0], scores[0]) if s > 0}
+    return run
+
+
+def judged(col: Collection, result: Any) -> dict[str, float]:
+    ranked: dict[str, float] = {}
+    for m in result.all():
+        if m.level == 2:
+            ranked.setdefault(col.corpus_id(m.uri), m.score)
+    return dict(list(ranked.items())[:10])
+
+
+def measure(col: Collection, queries: list[dict], qrels: dict, ask: Any) -> dict[str, Any]:
+    run, lat, calls = {}, [], []
+    for q in queries:
+        t = time.perf_counter()
+        res = ask(q)
+        lat.append((time.perf_counter() - t) * 1000)
+        calls += [qr.trace.stats.vector_calls for qr in res.query_results]
+        run[q["_id"]] = judged(col, res)
+    out: dict[str, Any] = {k: round(v, 4) for k, v in evaluate({q["_id"]: qrels[q["_id"]] for q in queries}, run).items()}
+    out.update(percentiles(lat))
+    out["vector_calls_mean"] = round(statistics.mean(calls), 2) if calls else 0
+    return out
+
+
+def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
+    col = COLLECTIONS[key]
+    store, embedder, ds = cached_store(key, data)
+    memo = MemoEmbedder(embedder)
+    queries = list(ds.queries.values())[:limit_queries]
+    qrels = {q["_id"]: ds.qrels[q["_id"]] for q in queries}
+    out: dict[str, Any] = {"queries": len(queries)}
+    out["bm25"] = {k: round(v, 4) for k, v in evaluate(qrels, bm25_run(ds, queries)).items()}
+    print(f"  {key} bm25: {out['bm25']}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        dialogue = key == "dstc11"
+        svc = Cairn(store, memo, TENANT)
+        session_of: dict[str, str] = {}
+        if dialogue:
+            sessions = open_session_store("sqlite", path=Path(tmp) / "sessions.db")
+            for q in queries:  # the dialogue before the last user turn is the session
+                s = sessions.create(TENANT)
+                for turn in (q.get("metadata", {}).get("context") or [])[:-1]:
+                    sessions.append(TENANT, s.id, "user" if turn["speaker"] == "U" else "assistant", turn["text"])
+                session_of[q["_id"]] = s.id
+            resolver = FolderResolver(store, TENANT)
+            planner = SessionRewritePlanner(resolver=resolver, roots=lambda ct: roots_for(ct, (), None))
+            svc = Cairn(store, memo, TENANT, planner=planner, sessions=sessions)
+            out["raw_last_turn_quick_dense"] = measure(
+                col, queries, qrels, lambda q: svc.find(q["text"], limit=LIMIT, context_type="resource", score_threshold=-1.0)
+            )
+
+        def ask(rerank: bool = False, **opts: Any) -> Any:
+            base = dict(limit=LIMIT, context_type="resource", score_threshold=-1.0, include_provenance=True)
+            base.update(opts)
+            if dialogue:
+                return lambda q: svc.search(q["text"], session_id=session_of[q["_id"]], rerank=rerank, **base)
+            return lambda q: svc.find(q["text"], rerank=rerank, **base)
+
+        measure(col, queries, qrels, ask(**MODES["quick_dense"]))  # untimed: fills the query embeddings
+        for name, opts in MODES.items():
+            out[name] = measure(col, queries, qrels, ask(**opts))
+            print(f"  {key} {name}: {out[name]}", flush=True)
+        svc.reranker = build_reranker("local", embedder=embedder)
+        sub = queries[:RERANK_QUERIES]
+        for name in ("quick_hybrid", "thinking_hybrid"):
+            r = measure(col, sub, qrels, ask(rerank=True, **{**MODES[name], "limit": RERANK_LIMIT}))
+            r["queries"] = len(sub)
+            out[f"{name}_rerank"] = r
+            print(f"  {key} {name}_rerank: {r}", flush=True)
+        svc.reranker = None
+        out["gibberish_results"] = {
+            name: sum(len(svc.find(g, mode=o["mode"], hybrid=o["hybrid"], limit=10).all()) for g in GIBBERISH)
+            for name, o in MODES.items()
+        }
+    out["embed_p50_ms"] = round(statistics.median(memo.embed_ms), 2) if memo.embed_ms else None
+    best = max(MODES, key=lambda m: out[m]["nDCG@10"])
+    out["best_mode"] = best
+    out["thinking_recall_ge_quick"] = {
+        kind: out[f"thinking_{kind}"]["recall@10"] >= out[f"quick_{kind}"]["recall@10"] for kind in ("dense", "hybrid")
+    }
+    return out
+
+
+def run(data: Path, limit_queries: int | None = None) -> dict[str, Any]:
+    """``CAIRN_BENCH_COLLECTIONS=scifact,cranfield`` runs only those."""
+    keys = [k for k in os.environ.get("CAIRN_BENCH_COLLECTIONS", ",".join(COLLECTIONS)).split(",") if k]
+    return {"suite": SUITE, **{key: bench(key, data, limit_queries) for key in keys}}

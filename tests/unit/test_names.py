@@ -1,0 +1,107 @@
+"""Folder names found in conversational text: casing, misspellings, partial and spoken forms,
+weighted by the tree's own names (no word list), with a confidence."""
+
+import pytest
+
+from cairn.planning.names import NameIndex, normalise
+from cairn.planning.scope import FolderResolver
+from cairn.vectorstores.fusion import fuse
+
+pytestmark = pytest.mark.unit
+R = "cairn://resources/places"
+PLACES = {
+    "1": "THE LENSFIELD HOTEL",
+    "2": "A AND B GUEST HOUSE",
+    "3": "CITYROOMZ",
+    "4": "CAFFE UNO",
+    "5": "ACORN GUEST HOUSE",
+    "6": "ARBURY LODGE GUESTHOUSE",
+    "7": "GONVILLE HOTEL",
+    "8": "THE LUCKY STAR",
+    "9": "ASHLEY HOTEL",
+}
+
+
+def tree() -> list[tuple[str, str]]:
+    entries = [("hotel", f"{R}/hotel")]
+    for i, name in PLACES.items():
+        u = f"{R}/hotel/{i}"
+        entries += [(name, u), (f"{name} (hotel)", u), (f"FAQ of {name}", f"{u}/faq"), (name, f"{u}/faq")]
+    return entries
+
+
+@pytest.fixture(scope="module")
+def index() -> NameIndex:
+    return NameIndex(tree())
+
+
+def best(index: NameIndex, text: str):
+    found = index.match(text)
+    return found[0] if found else None
+
+
+def test_normalise_reads_case_accents_ampersands_and_apostrophes():
+    assert normalise("Rosa's B&B — Café") == ["rosas", "b", "and", "b", "cafe"]
+
+
+@pytest.mark.parametrize(
+    "text,folder",
+    [
+        ("is the lensfield hotel nice?", "1"),  # lower case
+        ("what about the lensfield", "1"),  # partial: the distinctive word is enough
+        ("a and b guest house please", "2"),  # spoken letters
+        ("is city roomz cheap", "3"),  # one word written as two
+        ("book the cafe uno", "4"),  # misspelt
+        ("the gonvile hotel then", "7"),  # misspelt
+        ("Does ASHLEY HOTEL have wifi?", "9"),  # any casing
+    ],
+)
+def test_a_name_is_found_however_it_is_written(index, text, folder):
+    m = best(index, text)
+    assert m is not None and m.folders == (f"{R}/hotel/{folder}",) and m.confidence >= 0.55
+
+
+def test_the_outermost_folder_stands_for_a_name(index):
+    m = best(index, "ACORN GUEST HOUSE")
+    assert m.folders == (f"{R}/hotel/5",)  # not its FAQ folder, which carries the name too
+
+
+def test_words_every_name_shares_are_weak_evidence(index):
+    m = best(index, "i want a guest house near the station")
+    assert m is None or m.confidence < 0.55
+    assert best(index, "do they have free wifi?") is None
+
+
+def test_a_word_the_whole_tree_uses_does_not_name_a_folder_said_alone():
+    # the tenant's content uses "star" everywhere (ratings), "lensfield" only in its own folder
+    spread = lambda word, folders: 0.9 if word == "star" else 0.0  # noqa: E731
+    index = NameIndex(tree(), spread=spread)
+    assert best(index, "a 4 star place please").confidence < 0.55
+    assert best(index, "the lucky star then").confidence >= 0.55  # the whole name said
+    assert best(index, "the lensfield").confidence >= 0.55
+
+
+class _Names:
+    def __init__(self, index: NameIndex) -> None:
+        self._index = index
+
+    def index(self, roots):
+        return self._index
+
+
+def test_the_most_recent_confident_mention_wins_and_low_confidence_is_explained(index):
+    resolver = FolderResolver(None, "t", names=_Names(index))
+    texts = [(0, "do they have parking?"), (4, "the acorn is cheaper"), (2, "the lensfield hotel is nice")]
+    res = resolver.resolve(texts, [R])
+    assert res.folders == (f"{R}/hotel/5",) and "message 4" in res.explain()
+    weak = resolver.resolve([(0, "is there a guest house?")], [R])
+    assert weak.match is None and weak.explain().startswith("not scoped")
+
+
+def test_fusion_keeps_dense_scores_on_their_scale_and_gives_unknown_words_no_bonus():
+    dense = [("a", 0.6), ("b", 0.5), ("c", 0.05)]
+    assert fuse(dense, [], 3) == [("a", pytest.approx(0.42)), ("b", pytest.approx(0.35)), ("c", pytest.approx(0.035))]
+    fused = dict(fuse(dense, [("c", 8.0), ("d", 4.0)], 4))
+    assert fused["c"] == pytest.approx(0.7 * 0.05 + 0.3)  # best keyword match: the full bonus
+    assert fused["d"] == pytest.approx(0.3 * 0.5)  # keyword only: the dense list held every match
+    assert all(0.0 <= s <= 1.0 for s in fused.values())
