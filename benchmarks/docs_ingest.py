@@ -5,7 +5,8 @@ For each run: documents/s, MB/s (bytes of the files read), records, wall and CPU
 peak resident memory of the process that ran it (each run is its own process, so peaks do not
 mix; the parser worker's peak is reported apart). Three stages:
 
-* ``parse``: reading and parsing only (``read_folder`` with the isolated parser worker);
+* ``parse``: reading and parsing only (``read_folder`` with the isolated parser worker;
+  ``parse_2_workers``: two workers in parallel);
 * ``ingest_no_embedding``: the whole ingest (parse, chunk, tree, content store, local vector store)
   with an embedder that returns a constant vector — what cairn itself costs;
 * ``ingest_with_embedding``: the same with the embedded default (MiniLM int8 on onnxruntime).
@@ -81,8 +82,10 @@ def _child(stage: str, path: Path, work: Path) -> dict:
     files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
     wall, cpu = time.perf_counter(), time.process_time()
-    if stage == "parse":
-        with IsolatedRunner() as runner:
+    if stage.startswith("parse"):
+        from cairn.ingest.parsers.isolation import RunnerPool
+
+        with (RunnerPool(workers=2) if stage == "parse_2_workers" else IsolatedRunner()) as runner:
             docs, rejected = split_items(read_folder(path, runner=runner))
         out = {"documents": len(docs), "rejected": len(rejected), "records": None}
     else:
@@ -106,6 +109,7 @@ def _child(stage: str, path: Path, work: Path) -> dict:
         )
         out = {"documents": report.documents, "rejected": len(report.rejected), "records": report.records}
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the parser workers, reaped when closed
     return {
         **out,
         "mb": round(size / 1e6, 2),
@@ -114,7 +118,8 @@ def _child(stage: str, path: Path, work: Path) -> dict:
         "docs_per_s": round(out["documents"] / wall, 1),
         "mb_per_s": round(size / 1e6 / wall, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "parser_worker_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
+        "parser_worker_peak_rss_mb": round(children.ru_maxrss / 1024),
+        "parser_worker_cpu_s": round(children.ru_utime + children.ru_stime, 2),
     }
 
 
@@ -140,7 +145,7 @@ def run(data: Path, queries: int | None = None) -> dict:
         big = Path(tmp) / "big.md"
         big_markdown(big)
         result: dict = {"corpus": corpus, "mixed": {}, "big_markdown_2mb": {}}
-        stages = ["parse", "ingest_no_embedding"] + ([] if smoke else ["ingest_with_embedding"])
+        stages = ["parse", "parse_2_workers", "ingest_no_embedding"] + ([] if smoke else ["ingest_with_embedding"])
         for stage in stages:
             result["mixed"][stage] = _measure(stage, root)
         for stage in ["ingest_no_embedding"] + ([] if smoke else ["ingest_with_embedding"]):
