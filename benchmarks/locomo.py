@@ -31,6 +31,7 @@ from typing import Any
 from cairn.embeddings.local import LocalEmbedder
 from cairn.memory import MemoryService, UseRecorder
 from cairn.memory.hotness import record_id_of_match
+from cairn.memory.search import search_memories
 from cairn.models import Level, record_id
 from cairn.pipeline import Cairn
 from cairn.planning.scope import FolderResolver
@@ -129,6 +130,7 @@ def ask_all(
     counts: dict[str, int] = defaultdict(int)
     latencies: list[float] = []
     cited_in_top: list[int] = []
+    budget: dict[int, float] = defaultdict(float)
     asked = 0
     for conv in convs:
         user = conv["sample_id"]
@@ -142,21 +144,12 @@ def ask_all(
             if limit_queries is not None and asked >= limit_queries:
                 break
             asked += 1
-            s = sessions.create(TENANT, user=user)
-            t0 = time.perf_counter()
-            opts: dict[str, Any] = dict(user=user, context_type="memory", limit=ASK_LIMIT, mode=mode, rerank=rerank,
-                                        score_threshold=-1.0)
-            if hybrid:
-                opts["hybrid"] = True
-            result = cairn.search(qa["question"], session_id=s.id, **opts)
-            latencies.append((time.perf_counter() - t0) * 1000)
-            if recorder is not None:
-                recorder.record_result(TENANT, result)
-            leaves = [m for m in result.memories if int(m.level) == int(Level.DETAIL)]
-            recs = {r.id: r for r in store.fetch(TENANT, [record_id(TENANT, m.uri, Level.DETAIL) for m in leaves])}
-            ranked = [recs.get(record_id_of_match(TENANT, m.uri, int(m.level))) for m in leaves]
+            ranked = _ask(cairn, sessions, store, user, qa["question"], mode, rerank, hybrid, recorder, latencies)
             cited = [[dia_of.get(c, "") for c in (r.metadata.get("cites") or [])] if r else [] for r in ranked]
             cited_in_top += [len(c) for c in cited[:10]]
+            turns = list(dict.fromkeys(d for c in cited for d in c))  # cited turns in rank order
+            for k in KS:  # at an equal budget of turns, whatever the memories' size
+                budget[k] += len(set(turns[:k]) & set(gold)) / len(gold)
             for cat in (CATEGORIES[qa["category"]], "all"):
                 counts[cat] += 1
                 for k in KS:
@@ -170,8 +163,32 @@ def ask_all(
         "questions": asked,
         "recall": table,
         "turns_cited_per_memory_in_top10": round(statistics.mean(cited_in_top), 2) if cited_in_top else 0.0,
+        "recall_within_first_n_cited_turns": {f"N={k}": round(budget[k] / asked, 4) for k in KS} if asked else {},
         "latency_ms": percentiles(latencies),
     }
+
+
+def _ask(cairn: Cairn, sessions: Any, store: LocalVectorStore, user: str, question: str, mode: str, rerank: bool,
+         hybrid: bool, recorder: UseRecorder | None, latencies: list[float]) -> list[Any]:
+    """One question; returns the memory records in rank order (None for a record not found)."""
+    if mode == "memory_search":  # cairn.memory.search_memories: dense + BM25 by reciprocal rank
+        t0 = time.perf_counter()
+        hits = search_memories(store, cairn.embedder, TENANT, user, question, limit=max(KS))
+        latencies.append((time.perf_counter() - t0) * 1000)
+        return [h.record for h in hits]
+    s = sessions.create(TENANT, user=user)  # a fresh session of the user, as an agent would open
+    t0 = time.perf_counter()
+    opts: dict[str, Any] = dict(user=user, context_type="memory", limit=ASK_LIMIT, mode=mode, rerank=rerank,
+                                score_threshold=-1.0)
+    if hybrid:
+        opts["hybrid"] = True
+    result = cairn.search(question, session_id=s.id, **opts)
+    latencies.append((time.perf_counter() - t0) * 1000)
+    if recorder is not None:
+        recorder.record_result(TENANT, result)
+    leaves = [m for m in result.memories if int(m.level) == int(Level.DETAIL)]
+    recs = {r.id: r for r in store.fetch(TENANT, [record_id(TENANT, m.uri, Level.DETAIL) for m in leaves])}
+    return [recs.get(record_id_of_match(TENANT, m.uri, int(m.level))) for m in leaves]
 
 
 def run_window(convs: list[dict], embedder: CachedEmbedder, window: int, limit_queries: int | None,
@@ -197,7 +214,7 @@ def run_window(convs: list[dict], embedder: CachedEmbedder, window: int, limit_q
             cairn = _cairn(store, embedder, sessions, opts.get("rerank", False))
             recorder = None
             if opts.get("hotness"):
-                recorder = UseRecorder(store, background=False)
+                recorder = UseRecorder(store, flush_every_s=0.5)  # flushed by its thread, as in a server
                 cairn.hotness_weight = opts["hotness"]
             res = ask_all(convs, cairn, sessions, dia_of, store, limit_queries, recorder=recorder,
                           **{k: v for k, v in opts.items() if k != "hotness"})
@@ -213,6 +230,10 @@ MODES: dict[str, dict[str, Any]] = {
     "quick": {"mode": "quick", "rerank": False},
     "quick_hybrid": {"mode": "quick", "rerank": False, "hybrid": True},
     "search_default": {"mode": "thinking", "rerank": True},
+    "memory_search": {"mode": "memory_search", "rerank": False},
+    # hotness: every question's top results count as used (written by the recorder's thread) and
+    # later questions blend (1-w)·score + w·hotness; measured against quick_hybrid
+    "quick_hybrid_hotness_0.1": {"mode": "quick", "rerank": False, "hybrid": True, "hotness": 0.1},
 }
 
 
@@ -221,6 +242,6 @@ def run(data: Path, limit_queries: int | None = None) -> dict[str, Any]:
     embedder = CachedEmbedder(LocalEmbedder(), name="locomo")
     out: dict[str, Any] = {"anchor_bm25_single_turns": {"R@5": 0.501, "R@10": 0.577, "R@20": 0.648}}
     for window in WINDOWS:
-        out[f"window_{window}"] = run_window(convs, embedder, window, limit_queries, MODES if window == 1 else
-                                             {"quick_hybrid": MODES["quick_hybrid"]})
+        modes = MODES if window == 1 else {k: MODES[k] for k in ("search_default", "memory_search")}
+        out[f"window_{window}"] = run_window(convs, embedder, window, limit_queries, modes)
     return out
