@@ -270,3 +270,18 @@ def test_use_recorder_keeps_counts_when_a_flush_fails(store, embedder):
     recorder.record(T, [rid])
     recorder.close()
     assert store.fetch(T, [rid])[0].active_count == 2
+
+
+def test_memory_search_fuses_dense_and_keyword_and_stays_in_the_users_memories(store, embedder):
+    from cairn.memory.search import rrf, search_memories
+
+    assert rrf([["a", "b"], ["b", "c"]], k=60)["b"] > rrf([["a", "b"], ["b", "c"]], k=60)["a"]
+    svc = MemoryService(store, embedder, T)
+    svc.remember("ann", "Ann's passport number ends in XK42.", "profile", key="passport")
+    svc.remember("ann", "Ann enjoys hiking in the Alps.", "preferences", key="hiking")
+    svc.remember("bob", "Bob's passport number ends in XK42 too.", "profile", key="passport")
+    hits = search_memories(store, embedder, T, "ann", "XK42", limit=5)
+    assert hits[0].record.uri == "cairn://user/ann/memories/profile/passport"
+    assert all(h.record.owner == "ann" and h.record.level == Level.DETAIL for h in hits)
+    only = search_memories(store, embedder, T, "ann", "mountains", limit=5, categories=["preferences"])
+    assert [h.record.uri for h in only] == ["cairn://user/ann/memories/preferences/hiking"]
