@@ -58,6 +58,19 @@ def test_put_get_list_delete_round_trip(s3):
     assert store.get("other", f"{ROOT}/a.md") == "other tenant"
 
 
+def test_a_long_cjk_name_is_stored_under_a_bounded_key_and_listed_by_its_uri(s3):
+    client, bucket = s3
+    store = S3ContentStore(bucket, "bodies", client)
+    long_dir = f"{ROOT}/{'会議室の予約' * 6}"
+    uri = f"{long_dir}/{'説明書' * 10}.md"
+    store.put_many("acme", {uri: "body", long_dir: "listing"})
+    assert store.list("acme", ROOT) == [long_dir, uri]
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert all(len(part) <= 250 for k in keys for part in k.split("/"))
+    assert store.delete_tree("acme", long_dir) == 2
+    assert client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
 def test_a_missing_bucket_is_a_clear_error(s3):
     client, _ = s3
     with pytest.raises(ContentStoreError, match="NoSuchBucket"):

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote, unquote
 
 from .. import uri as uris
-from ..errors import CairnError, ContentNotFound, ContentStoreError, IngestError
+from ..errors import CairnError, ContentNotFound, ContentStoreError
 from ..vectorstores.base import validate_tenant
 
 T = TypeVar("T")

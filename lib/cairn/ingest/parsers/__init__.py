@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import Limits, MissingExtra, Parsed, ParseFailed, Section, SectionWriter
+from .base import Limits, ParserMissing, Parsed, ParseFailed, Section, SectionWriter
 
 DOCS_EXTRA = "pip install 'cairn[docs]'"
 
@@ -58,7 +58,7 @@ class ParserSpec:
     def load(self) -> Callable[[Path, Limits], Parsed]:
         missing = self.missing()
         if missing:
-            raise MissingExtra(f"{self.format} files need {', '.join(missing)}: {DOCS_EXTRA}")
+            raise ParserMissing(f"{self.format} files need {', '.join(missing)}: {DOCS_EXTRA}")
         name = self.module if "." in self.module else f"{__name__}.{self.module}"
         module = importlib.import_module(name)
         return getattr(module, self.function)  # type: ignore[no-any-return]
@@ -136,7 +136,7 @@ __all__ = [
     "DOCS_EXTRA",
     "PARSERS",
     "Limits",
-    "MissingExtra",
+    "ParserMissing",
     "ParseFailed",
     "Parsed",
     "ParserSpec",

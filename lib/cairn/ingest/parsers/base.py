@@ -31,7 +31,7 @@ class ParseFailed(IngestError):
     code = "parse_failed"
 
 
-class MissingExtra(ParseFailed):
+class ParserMissing(ParseFailed):
     """The library a format needs is not installed."""
 
     code = "missing_extra"
