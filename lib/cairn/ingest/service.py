@@ -208,12 +208,7 @@ class Ingestor:
     def ingest(self, documents: Sequence[Document], root_uri: str, progress: Progress = _quiet) -> IngestReport:
         """Make the tree under ``root_uri`` hold exactly ``documents`` (see the module doc for the order)."""
         started = time.perf_counter()
-        uris.context_type_of(root_uri)
-        tree = build_tree(
-            self.tenant, root_uri, documents, fetch=self._fetch, summarizer=self.summarizer,
-            title_rules=self.title_rules, leaf_title_rules=self.leaf_title_rules, chunking=self.chunking,
-        )
-        report = IngestReport(root_uri, documents=len(documents), records=len(tree.records), rejected=list(tree.rejected))
+        tree, report = self._build(documents, root_uri)
         if not tree.chunks:  # nothing accepted: never let a bad batch empty an existing tree
             report.records = 0
             report.warnings.append(
@@ -253,12 +248,7 @@ class Ingestor:
         is new is written from the documents; a folder that already held other documents is
         re-summarised from all its stored children, and so are the folders above it."""
         started = time.perf_counter()
-        uris.context_type_of(root_uri)
-        tree = build_tree(
-            self.tenant, root_uri, documents, fetch=self._fetch, summarizer=self.summarizer,
-            title_rules=self.title_rules, leaf_title_rules=self.leaf_title_rules, chunking=self.chunking,
-        )
-        report = IngestReport(root_uri, documents=len(documents), records=len(tree.records), rejected=list(tree.rejected))
+        tree, report = self._build(documents, root_uri)
         if not tree.chunks:
             report.records = 0
             report.warnings.append("nothing to ingest: no document was accepted; nothing was changed")
@@ -312,6 +302,16 @@ class Ingestor:
         return report
 
     # ----------------------------------------------------------------- helpers
+
+    def _build(self, documents: Sequence[Document], root_uri: str) -> tuple[Tree, IngestReport]:
+        """The tree for ``documents`` under ``root_uri`` (stored records reused), and its report so far."""
+        uris.context_type_of(root_uri)
+        tree = build_tree(
+            self.tenant, root_uri, documents, fetch=self._fetch, summarizer=self.summarizer,
+            title_rules=self.title_rules, leaf_title_rules=self.leaf_title_rules, chunking=self.chunking,
+        )
+        report = IngestReport(root_uri, documents=len(documents), records=len(tree.records), rejected=list(tree.rejected))
+        return tree, report
 
     def _fetch(self, ids: list[str]) -> list[ContextRecord]:
         out: list[ContextRecord] = []
