@@ -120,3 +120,19 @@ def test_two_parser_workers_give_the_same_documents_in_the_same_order(tmp_path):
         parallel, rejected = split_items(read_folder(tmp_path, runner=pool))
     assert rejected == []
     assert [(d.path, d.text) for d in parallel] == [(d.path, d.text) for d in serial]
+
+
+def test_a_pdf_that_hangs_its_parser_is_skipped_and_the_ingest_goes_on(tmp_path, embedder, monkeypatch):
+    from cairn.ingest import parsers
+
+    monkeypatch.setitem(parsers.PARSERS, ".pdf", ParserSpec("pdf", "tests.hostile_parsers", "loop_forever", ("pypdf",), isolate=True))
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    write_pdf(folder / "hangs.pdf", ["This page makes the parser loop."])
+    (folder / "fine.md").write_text("# Fine\n\nThis one is ingested.\n")
+    store = LocalVectorStore(tmp_path / "store", dimension=embedder.dimension)
+    report = Ingestor(store, embedder, "acme", limits=Limits(timeout_s=3)).ingest_path(folder, ROOT)
+    assert [(r.source.rsplit("/", 1)[1], r.reason) for r in report.rejected] == [
+        ("hangs.pdf", "parsing took longer than 3 s and was stopped")
+    ]
+    assert report.documents == 1 and store.count("acme", {"uri": f"{ROOT}/fine.md"}) == 1
