@@ -14,6 +14,7 @@ only. A URL that robots.txt disallows for our user agent is reported, never fetc
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -74,8 +75,6 @@ def _place(url: str, mime: str) -> tuple[str, ...]:
         segments[-1] += _EXT_BY_MIME[mime]
     if parts.query:
         stem, dot, ext = segments[-1].rpartition(".")
-        import hashlib
-
         tag = hashlib.sha256(parts.query.encode()).hexdigest()[:8]
         segments[-1] = f"{stem}-{tag}.{ext}" if dot else f"{segments[-1]}-{tag}"
     return (parts.netloc.replace(":", "_"), *segments)
@@ -133,7 +132,7 @@ def read_urls(
         headers={"User-Agent": user_agent}, follow_redirects=True, max_redirects=5, timeout=timeout_s
     )
     robots = Robots(client, user_agent)
-    seen: set[str] = set()
+    seen: dict[tuple[str, ...], str] = {}
     try:
         for n, url in enumerate(dict.fromkeys(u.strip() for u in urls if u.strip())):
             if n >= max_pages:
@@ -152,8 +151,9 @@ def read_urls(
                 continue
             path = _place(final, mime)
             if path in seen:
+                yield Rejected(url, f"is the same page as {seen[path]} (after redirects); ingested once")
                 continue
-            seen.add(path)
+            seen[path] = url
             suffix = _suffix_for(path[-1], mime)
             if suffix is None:
                 yield Rejected(url, f"unsupported content type {mime or '(none)'!r}")
