@@ -12,8 +12,8 @@ Layout (the same for both backends)::
 Segments are percent-encoded (and a leading ``.`` becomes ``%2E``), so ``.body`` can never be a
 segment and a directory's body sits beside its children. An encoded segment longer than
 ``MAX_SEGMENT_CHARS`` (file systems allow 255 bytes a name; 29 CJK characters encode to 261) is
-shortened to ``%~`` + its first characters + a hash of the whole segment — a form percent-encoding
-never produces, so it cannot collide with a plain name — and the node's URI is then kept beside its
+shortened to ``%~`` + :func:`cairn.storage_names.bounded_name` of it (its first characters and a
+hash of the whole) — a form percent-encoding never produces, so it cannot collide with a plain name — and the node's URI is then kept beside its
 body in a ``.uri`` file, which is how :meth:`ContentStore.list` names it. ``LocalContentStore`` writes that layout
 under a folder (atomically: temporary file, then rename); ``S3ContentStore`` under a bucket prefix.
 
@@ -23,7 +23,6 @@ unreachable S3 is ``retryable``); backends fill the ``_hooks``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -34,6 +33,7 @@ from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote, unquote
 
 from .. import uri as uris
+from ..storage_names import bounded_name
 from ..errors import CairnError, ContentNotFound, ContentStoreError
 from ..vectorstores.base import validate_tenant
 
@@ -49,12 +49,7 @@ def _enc(segment: str) -> str:
     out = "%2E" + out[1:] if out.startswith(".") else out
     if len(out) <= MAX_SEGMENT_CHARS:
         return out
-    digest = hashlib.sha256(segment.encode("utf-8")).hexdigest()[:32]
-    head = out[:60]
-    cut = head.rfind("%", len(head) - 2)  # never end inside a %XX escape
-    if cut >= 0:
-        head = head[:cut]
-    return f"{HASHED}{head}-{digest}"
+    return HASHED + bounded_name(out, MAX_SEGMENT_CHARS - len(HASHED))
 
 
 def node_path(tenant: str, uri: str) -> str:
