@@ -19,6 +19,7 @@ single turns 0.501 / 0.577 / 0.648; RRF(BM25, dense) 0.518 / 0.607 / 0.703.
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import tempfile
@@ -50,6 +51,9 @@ KS = (5, 10, 20)
 ASK_LIMIT = 30  # results asked per question; judged on the first k memory leaves
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 WINDOWS = (1, 2, 3)
+# a partial run: CAIRN_LOCOMO_WINDOWS=2,3 CAIRN_LOCOMO_MODES=quick_hybrid,search_default
+_ENV_WINDOWS = os.environ.get("CAIRN_LOCOMO_WINDOWS")
+_ENV_MODES = os.environ.get("CAIRN_LOCOMO_MODES")
 _SPLIT = re.compile(r"[;,\s]+")
 _ID = re.compile(r"D:?(\d+):0*(\d+)")
 _DATE = "%I:%M %p on %d %B, %Y"
@@ -171,7 +175,7 @@ def ask_all(
 def _ask(cairn: Cairn, sessions: Any, store: LocalVectorStore, user: str, question: str, mode: str, rerank: bool,
          hybrid: bool, recorder: UseRecorder | None, latencies: list[float]) -> list[Any]:
     """One question; returns the memory records in rank order (None for a record not found)."""
-    if mode == "memory_search":  # cairn.memory.search_memories: dense + BM25 by reciprocal rank
+    if mode == "memory_search":  # cairn.memory.search_memories: the user's memory leaves, hybrid
         t0 = time.perf_counter()
         hits = search_memories(store, cairn.embedder, TENANT, user, question, limit=max(KS))
         latencies.append((time.perf_counter() - t0) * 1000)
@@ -230,6 +234,7 @@ MODES: dict[str, dict[str, Any]] = {
     "quick": {"mode": "quick", "rerank": False},
     "quick_hybrid": {"mode": "quick", "rerank": False, "hybrid": True},
     "search_default": {"mode": "thinking", "rerank": True},
+    "search_hybrid": {"mode": "thinking", "rerank": True, "hybrid": True},
     "memory_search": {"mode": "memory_search", "rerank": False},
     # hotness: every question's top results count as used (written by the recorder's thread) and
     # later questions blend (1-w)·score + w·hotness; measured against quick_hybrid
@@ -241,7 +246,10 @@ def run(data: Path, limit_queries: int | None = None) -> dict[str, Any]:
     convs = load(data)
     embedder = CachedEmbedder(LocalEmbedder(), name="locomo")
     out: dict[str, Any] = {"anchor_bm25_single_turns": {"R@5": 0.501, "R@10": 0.577, "R@20": 0.648}}
-    for window in WINDOWS:
-        modes = MODES if window == 1 else {k: MODES[k] for k in ("search_default", "memory_search")}
+    windows = [int(w) for w in _ENV_WINDOWS.split(",")] if _ENV_WINDOWS else WINDOWS
+    for window in windows:
+        names = _ENV_MODES.split(",") if _ENV_MODES else (
+            list(MODES) if window == 1 else ["quick_hybrid", "search_default", "search_hybrid"])
+        modes = {k: MODES[k] for k in names}
         out[f"window_{window}"] = run_window(convs, embedder, window, limit_queries, modes)
     return out
