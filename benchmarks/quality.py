@@ -107,6 +107,28 @@ def measure(col: Collection, queries: list[dict], qrels: dict, ask: Any) -> dict
     return out
 
 
+def scoping(col: Collection, planner: Any, sessions: Any, session_of: dict, queries: list[dict], qrels: dict) -> dict[str, Any]:
+    """How often the planner scopes a dialogue to the folder of the entity its judged documents
+    belong to (the first two path segments below the root: domain / entity)."""
+    right = wrong = none = 0
+    lat = []
+    for q in queries:
+        view = sessions.get(TENANT, session_of[q["_id"]], recent=5)
+        t = time.perf_counter()
+        plan = planner.plan(q["text"], view)
+        lat.append((time.perf_counter() - t) * 1000)
+        folders = set(plan.queries[0].target_uris)
+        gold = {f"{col.root}/{'/'.join(d.split('/')[:2])}" for d in qrels[q["_id"]]}
+        if not folders:
+            none += 1
+        elif folders & gold:
+            right += 1
+        else:
+            wrong += 1
+    n = max(len(queries), 1)
+    return {"right": round(right / n, 4), "wrong": round(wrong / n, 4), "none": round(none / n, 4), **percentiles(lat)}
+
+
 def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
     col = COLLECTIONS[key]
     store, embedder, ds = cached_store(key, data)
@@ -141,6 +163,9 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
                 return lambda q: svc.search(q["text"], session_id=session_of[q["_id"]], rerank=rerank, **base)
             return lambda q: svc.find(q["text"], rerank=rerank, **base)
 
+        if dialogue:
+            out["scoping"] = scoping(col, planner, sessions, session_of, queries, qrels)
+            print(f"  {key} scoping: {out['scoping']}", flush=True)
         measure(col, queries, qrels, ask(**MODES["quick_dense"]))  # untimed: fills the query embeddings
         for name, opts in MODES.items():
             out[name] = measure(col, queries, qrels, ask(**opts))

@@ -2,18 +2,18 @@
 
 A conversation is usually about something the tree has a folder for (a customer, a product,
 a place); it rarely writes that name the way the folder does: lower case, misspelt, partial
-("the lensfield"), spoken ("a and b guest house", "city roomz"). :class:`NameIndex` holds every
+("the granary"), spoken ("b and q warehouse", "data bricks"). :class:`NameIndex` holds every
 name the tree gives its folders (their titles and the string metadata all their documents
 share) and finds them in a text:
 
 - text and names are normalised the same way (case, accents, ``&`` → ``and``, apostrophes);
   generic English function words (:data:`STOP_WORDS`) carry no weight;
 - each word of a name is looked up exactly, then fuzzily (``rapidfuzz`` edit ratio, words of
-  4+ characters), and across word boundaries ("guest house" ~ "guesthouse");
-- a word weighs by how rare it is among the tree's names (idf), so "lensfield" says more than
-  "hotel"; ``coverage`` is the weighted share of the name the text contains (words found near
+  4+ characters), and across word boundaries ("ware house" ~ "warehouse");
+- a word weighs by how rare it is among the tree's names (idf), so "granary" says more than
+  "store"; ``coverage`` is the weighted share of the name the text contains (words found near
   each other), raised half-way to 1 when its rarest found word leads to one subtree only
-  ("acorn" names one place even said alone); ``distinctiveness`` is how rare that word is (against
+  ("granary" names one place even said alone); ``distinctiveness`` is how rare that word is (against
   the rarest word of a typical name of the tree);
   ``confidence`` is their product, in 0..1;
 - a name stands for its outermost folders (a "Reviews of X" folder inside "X" is not a second X).
@@ -105,7 +105,7 @@ class NameIndex:
     ) -> None:
         """``entries``: (name, folder URI) pairs; a name may label several folders. ``spread(word,
         folders)``, when given, says which share (0..1) of the tenant's content using ``word`` lies
-        outside ``folders``: a word the whole tree uses ("north", "star") does not name one folder
+        outside ``folders``: a word the whole tree uses ("north", "new") does not name one folder
         when the rest of the name is not said."""
         self.stop = STOP_WORDS | {w.lower() for w in stop_words}
         self.spread = spread
@@ -118,7 +118,7 @@ class NameIndex:
             entry = by_words.setdefault(words, _Entry(name.strip(), words, set()))
             entry.folders.add(uri)
         self.entries = list(by_words.values())
-        # one spelling of a compound: "guesthouse" is read as "guest house" when another name says so
+        # one spelling of a compound: "warehouse" is read as "ware house" when another name says so
         pairs = {
             a + b: (a, b)
             for e in self.entries
@@ -136,7 +136,7 @@ class NameIndex:
                 df[w] += 1
                 self.inverted[w].append(n)
         # how many disjoint subtrees a word leads to: a word found in the names of one subtree only
-        # ("acorn") identifies it even when the rest of the name is not said
+        # ("granary") identifies it even when the rest of the name is not said
         self.subtrees: dict[str, frozenset[str]] = {}
         for w, ns in self.inverted.items():
             folders = {u for n in ns for u in self.entries[n].folders}
@@ -146,7 +146,7 @@ class NameIndex:
         # a word as rare as the rarest word of a typical name is fully distinctive
         rarest = sorted(max(self.idf[w] for w in e.words if w not in self.stop) for e in self.entries)
         self.idf_ref = rarest[len(rarest) // 2] if rarest else 1.0
-        # name words, and adjacent pairs written as one ("guest house" ~ "guesthouse")
+        # name words, and adjacent pairs written as one ("ware house" ~ "warehouse")
         self.vocab: dict[str, tuple[str, ...]] = {w: (w,) for w in df}
         for e in self.entries:
             for a, b in zip(e.words, e.words[1:]):
@@ -198,7 +198,7 @@ class NameIndex:
         for i, w in enumerate(words):
             probes = [w]
             if i + 1 < len(words) and min(len(w), len(words[i + 1])) >= 3 and not {w, words[i + 1]} & self.stop:
-                probes.append(w + words[i + 1])  # "city roomz" ~ "cityroomz"
+                probes.append(w + words[i + 1])  # "data bricks" ~ "databricks"
             for probe in probes:
                 for key, sim in self._lookup(probe):
                     for part in self.vocab[key]:

@@ -1,6 +1,6 @@
 """Resolving what a conversation is about to the folder that holds it.
 
-A conversation names what it is about ("the lensfield", "a and b guest house"); a tree often
+A conversation names what it is about ("the granary", "b and q warehouse"); a tree often
 has a folder for it (a customer, a product, a place). Searching inside that folder is what
 tells one place's "is there parking?" from another's. :class:`FolderResolver` looks for the
 tree's own folder names (:mod:`.names`: titles and shared metadata, any casing, misspelt or

@@ -10,8 +10,8 @@ came closest and does not scope.
 When nothing is scoped, names written in the conversation are added to the query text:
 
 - quoted names ("The Ivy", 'Q3 report');
-- capitalised multi-word phrases and mid-sentence capitalised words (Hobsons House,
-  A and B Guest House, Avalon), without the sentence-initial word and common words;
+- capitalised multi-word phrases and mid-sentence capitalised words (Old Mill House,
+  B and Q Warehouse, Granary), without the sentence-initial word and common words;
 - names from an optional vocabulary, matched in any case.
 
 Names the query already contains are skipped. The plan is one typed query across every
