@@ -37,7 +37,10 @@ def beir(tmp_path):
 
 def test_ingest_beir_read_and_rm(tmp_path, beir):
     home = tmp_path / "home"
-    out = run("ingest", str(beir), "--uri", ROOT, "--format", "beir", "--dir-title", "dstc11", home=home)
+    rules = ["2={entity_name} ({domain})", "*/*/faq=FAQ of {entity_name}", "*/*/review=Reviews of {entity_name}",
+             "*/*/review/*=Review of {entity_name} by {review_metadata.traveler_type}"]
+    titles = [arg for rule in rules for arg in ("--dir-title", rule)]
+    out = run("ingest", str(beir), "--uri", ROOT, "--format", "beir", *titles, home=home)
     assert out.returncode == 0, out.stderr
     assert "3 documents -> 15 records (15 embedded, 0 unchanged, 0 removed)" in out.stdout
     assert "records/s" in out.stderr and "skipped" in out.stderr and "invalid JSON" in out.stderr
