@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e '.[local,aws,dev]'
+	$(PIP) install -e '.[local,aws,docs,dev]'
 	touch $@
 
 install: $(VENV)/.installed

@@ -23,10 +23,13 @@ per vendor; no other module decides a status::
     │   └── SessionConflict             retryable: a concurrent writer won the race
     ├── Throttled                       429  retryable: slow down (Retry-After)
     ├── ConfigError                     500  a setting is missing or invalid (start-up)
-    │   └── MissingExtra                500  a configuration needs an optional extra
+    │   ├── MissingExtra                500  a configuration needs an optional extra
+    │   ├── DimensionMismatch                the embedder's vectors do not fit the index
+    │   └── SecretUnavailable                a secret a setting names cannot be read
     ├── UpstreamError                   502  a service cairn depends on failed or refused
     │   ├── VectorStoreError
     │   │   ├── VectorStoreRequestError      the backend refused the request
+    │   │   ├── PartitionUnreadable          one tenant's embedded partition cannot be read
     │   │   └── VectorStoreUnavailable  503  retryable: unreachable, timed out, throttled
     │   ├── EmbeddingError
     │   ├── RerankError
@@ -37,6 +40,8 @@ per vendor; no other module decides a status::
     ├── PlanningError                   502  planning failed for a reason other than the LLM
     │   └── PlanParseError                   the answer holds no usable plan
     ├── IngestError                     422  content that cannot be ingested
+    │   └── ParseFailed                      a file that cannot be parsed (the report says why)
+    │       └── ParserMissing                its format needs an optional extra
     ├── Unavailable                     503  retryable: try again later
     └── WorkflowError                   the retrieval workflow (Step Functions)
         ├── CairnRetryableError              a task's retryable error (the ASL retries its name)
@@ -187,6 +192,18 @@ class MissingExtra(ConfigError):
         self.extra = extra
 
 
+class DimensionMismatch(ConfigError):
+    """The embedder's vectors do not have the vector index's dimension (raised once, at start-up)."""
+
+    code = "dimension_mismatch"
+
+
+class SecretUnavailable(ConfigError):
+    """A secret a setting refers to (``ssm:...``, ``secretsmanager:...``) cannot be read."""
+
+    code = "secret_unavailable"
+
+
 def require(module: str, *, extra: str, feature: str) -> Any:
     """Import ``module``, or raise :class:`MissingExtra` naming the extra that provides it."""
     import importlib
@@ -269,6 +286,12 @@ class VectorStoreRequestError(VectorStoreError):
     code = "vector_store_rejected"
 
 
+class PartitionUnreadable(VectorStoreError):
+    """One tenant's embedded partition cannot be read; other tenants are unaffected."""
+
+    code = "partition_unreadable"
+
+
 class RecordValidationError(VectorStoreError, RequestError):
     """A record is not valid for the store (wrong dimension, bad id, too large)."""
 
@@ -349,6 +372,18 @@ class IngestError(CairnError):
 
     code = "ingest_error"
     status = 422
+
+
+class ParseFailed(IngestError):
+    """A file could not be parsed; ``message`` says why (shown in the ingest report)."""
+
+    code = "parse_failed"
+
+
+class ParserMissing(ParseFailed):
+    """The library a format needs is not installed."""
+
+    code = "parser_missing"
 
 
 # --- the retrieval workflow -------------------------------------------------------------

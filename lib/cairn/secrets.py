@@ -21,18 +21,13 @@ import json
 import threading
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, SecretUnavailable
 
 SSM_PREFIX = "ssm:"
 SECRETS_MANAGER_PREFIX = "secretsmanager:"
 DEFAULT_MAX_AGE_S = 300
 _THROTTLED = ("Throttling", "TooManyRequests", "Rate exceeded")
 
-
-class SecretUnavailable(ConfigError):
-    """A secret a setting refers to cannot be read. (To move to ``cairn.errors``.)"""
-
-    code = "secret_unavailable"
 
 
 def is_reference(value: str | None) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from ..errors import CairnError, ConfigError, EmbeddingError
+from ..errors import CairnError, ConfigError, DimensionMismatch, EmbeddingError
 from ..retry import RetryPolicy, is_retryable_cairn_error
 
 InputType = Literal["query", "document"]
@@ -100,13 +100,6 @@ class Embedder(ABC):
 
 # --- the dimension the index was built with --------------------------------------------------
 
-
-class DimensionMismatch(ConfigError):
-    """The embedder's vectors do not have the vector index's dimension.
-
-    (To move to ``cairn.errors``; a ``ConfigError``, raised once at start-up.)"""
-
-    code = "dimension_mismatch"
 
 
 class IndexDimension(Protocol):

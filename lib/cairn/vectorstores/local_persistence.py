@@ -43,7 +43,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from ..errors import VectorStoreError
+from ..errors import PartitionUnreadable, VectorStoreError
 from ..storage_names import tenant_folder as storage_name
 
 FORMAT = "cairn-local-2"
@@ -79,17 +79,6 @@ def _step(name: str) -> None:
     if _fault_hook is not None:
         _fault_hook(name)
 
-
-class PartitionUnreadable(VectorStoreError):
-    """One tenant's partition cannot be read; other tenants are unaffected.
-
-    (To move into cairn.errors as a subclass of VectorStoreError.)
-    """
-
-    code = "partition_unreadable"
-
-
-# ---------------------------------------------------------------- manifest and segments
 
 
 @dataclass(frozen=True)

@@ -20,21 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ...errors import IngestError
+from ...errors import IngestError, ParseFailed, ParserMissing
 
 SectionKind = Literal["text", "section", "page", "slide", "table", "code", "message", "data"]
 
-
-class ParseFailed(IngestError):
-    """A file could not be parsed; ``message`` says why (shown in the ingest report)."""
-
-    code = "parse_failed"
-
-
-class ParserMissing(ParseFailed):
-    """The library a format needs is not installed."""
-
-    code = "missing_extra"
 
 
 @dataclass(frozen=True)
