@@ -218,7 +218,7 @@ def run_window(convs: list[dict], embedder: CachedEmbedder, window: int, limit_q
             cairn = _cairn(store, embedder, sessions, opts.get("rerank", False))
             recorder = None
             if opts.get("hotness"):
-                recorder = UseRecorder(store, flush_every_s=0.5)  # flushed by its thread, as in a server
+                recorder = UseRecorder(store)  # flushed by its own thread every 5 s, as in a server
                 cairn.hotness_weight = opts["hotness"]
             res = ask_all(convs, cairn, sessions, dia_of, store, limit_queries, recorder=recorder,
                           **{k: v for k, v in opts.items() if k != "hotness"})
