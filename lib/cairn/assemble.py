@@ -68,7 +68,18 @@ def to_match(c: Candidate) -> MatchedContext:
         abstract=r.abstract,
         tags=tuple(r.tags),
         title=r.title,
+        citation=citation_of(r.metadata),
     )
+
+
+CITATION_PREFIX = "citation."
+
+
+def citation_of(metadata: dict) -> dict | None:
+    """Where in its document a match comes from (page, heading path, character offsets, ...): the
+    ``citation.*`` metadata ingestion writes on each chunk; None when there is none."""
+    found = {k[len(CITATION_PREFIX):]: v for k, v in metadata.items() if k.startswith(CITATION_PREFIX)}
+    return found or None
 
 
 def hotness(active_count: int, updated_at: float, now: float, half_life_s: float = HOTNESS_HALF_LIFE_S) -> float:

@@ -130,12 +130,26 @@ def print_table(result: Any, show_provenance: bool = False) -> None:
     if not matches:
         print("  (no results above the score threshold)")
     for n, m in enumerate(matches, 1):
-        print(f"{n:>3}. {m.score:.3f}  L{int(m.level)}  {m.uri}")
+        print(f"{n:>3}. {m.score:.3f}  L{int(m.level)}  {m.uri}{_where(m.citation)}")
         abstract = textwrap.shorten(m.abstract or m.title, width=150, placeholder=" ...")
         print(textwrap.indent(textwrap.fill(abstract, width=100), " " * 17))
     if show_provenance:
         for qr in result.query_results:
             print_provenance(qr.provenance())
+
+
+def _where(citation: dict[str, Any] | None) -> str:
+    """`` (p. 3, Billing > Refunds)``: where in its document a match is, when ingestion knows."""
+    if not citation:
+        return ""
+    parts = []
+    if citation.get("page"):
+        end = citation.get("page_end")
+        parts.append(f"p. {citation['page']}" + (f"-{end}" if end and end != citation["page"] else ""))
+    if citation.get("heading_path"):
+        path = citation["heading_path"]
+        parts.append(" > ".join(path) if isinstance(path, list) else str(path))
+    return f"  ({', '.join(parts)})" if parts else ""
 
 
 def print_provenance(p: dict[str, Any]) -> None:
@@ -270,7 +284,7 @@ def _demo_through_server(svc: Any, question: str, limit: int) -> None:
         print(f"== through the HTTP API (cairn serve on {url}): POST /v1/find {question!r}")
         answer = client.find(question, limit=limit)
         for n, m in enumerate(answer.all(), 1):
-            print(f"{n:>3}. {m.score:.3f}  L{int(m.level)}  {m.uri}")
+            print(f"{n:>3}. {m.score:.3f}  L{int(m.level)}  {m.uri}{_where(m.citation)}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -142,6 +142,7 @@ class MatchedContext(_Frozen):
     abstract: str
     tags: tuple[str, ...] = ()
     title: str = ""
+    citation: dict[str, MetadataValue] | None = None  # where in its document: page, heading_path, start, end, ...
 
     @field_validator("score")
     @classmethod

@@ -58,6 +58,7 @@ def test_every_format_is_ingested_and_the_right_pdf_page_is_found_and_cited(comp
     top = result.resources[0]
     assert top.uri == f"{ROOT}/security/annual-security.pdf#1"
     assert top.title == "Annual security report — p. 2"
+    assert top.citation is not None and top.citation["page"] == 2  # returned with the match (and by the API)
     (rec,) = store.fetch("acme", [record_id("acme", top.uri, 2)])
     assert rec.metadata["citation.page"] == 2 and rec.metadata["source.format"] == "pdf"
     body = content.get("acme", f"{ROOT}/security/annual-security.pdf")
