@@ -71,7 +71,18 @@ def _rate_progress() -> Any:
 
 
 def _ingestor(args: argparse.Namespace, title_rules: tuple = (), leaf_rules: tuple = ()) -> Any:
-    return _service(args).ingestor(title_rules=title_rules, leaf_title_rules=leaf_rules)
+    options: dict[str, Any] = {"title_rules": title_rules, "leaf_title_rules": leaf_rules}
+    if getattr(args, "chunk_size", None) or getattr(args, "chunk_overlap", None) is not None:
+        from .ingest import ChunkingConfig
+
+        default = ChunkingConfig()
+        options["chunking"] = ChunkingConfig(
+            args.chunk_size or default.chunk_chars,
+            default.overlap_chars if args.chunk_overlap is None else args.chunk_overlap,
+        )
+    if getattr(args, "parse_workers", None):
+        options["parse_workers"] = args.parse_workers
+    return _service(args).ingestor(**options)
 
 
 def _title_rules(specs: list[str] | None, leaves: bool = False) -> tuple:
@@ -81,15 +92,23 @@ def _title_rules(specs: list[str] | None, leaves: bool = False) -> tuple:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    path = Path(args.path)
-    if not path.exists():
-        raise RequestError(f"path {args.path!r} does not exist; give a folder or a file of Markdown/text/JSON")
     from . import uri as uris
 
     uris.context_type_of(args.uri)  # a clear error before any work
     rules, leaf_rules = _title_rules(args.dir_title), _title_rules(args.leaf_title, leaves=True)
-    print(f"Ingesting {path} into {args.uri} ...", file=sys.stderr)
-    report = _ingestor(args, rules, leaf_rules).ingest_path(path, args.uri, _rate_progress(), format=args.format)
+    if args.url or args.sitemap:
+        if args.path:
+            raise RequestError("give a folder or --url/--sitemap, not both")
+        print(f"Fetching {len(args.url or [])} URL(s){' and a sitemap' if args.sitemap else ''} into {args.uri} ...", file=sys.stderr)
+        report = _ingestor(args, rules, leaf_rules).ingest_urls(args.url or [], args.uri, _rate_progress(), sitemap=args.sitemap)
+    else:
+        if not args.path:
+            raise RequestError("give a folder (or a file) to ingest, or --url/--sitemap")
+        path = Path(args.path)
+        if not path.exists():
+            raise RequestError(f"path {args.path!r} does not exist; give a folder or a file (see `cairn ingest --help` for formats)")
+        print(f"Ingesting {path} into {args.uri} ...", file=sys.stderr)
+        report = _ingestor(args, rules, leaf_rules).ingest_path(path, args.uri, _rate_progress(), format=args.format)
     print(
         f"{report.documents} documents -> {report.records} records "
         f"({report.embedded} embedded, {report.unchanged} unchanged, {report.removed} removed) "
@@ -293,8 +312,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", help="tenant to act as (env CAIRN_TENANT, default 'default')")
     sub = p.add_subparsers(dest="command", required=True)
 
-    ing = sub.add_parser("ingest", help="ingest a folder (Markdown/text/JSON) or a BEIR corpus; re-ingesting syncs")
-    ing.add_argument("path")
+    ing = sub.add_parser(
+        "ingest", help="ingest a folder (text, Markdown, JSON, code, CSV, e-mail; PDF, HTML, Office, YAML/XML with "
+        "cairn[docs]), a BEIR corpus or web pages; re-ingesting syncs")
+    ing.add_argument("path", nargs="?")
+    ing.add_argument("--url", action="append", help="a web page to fetch (repeatable; robots.txt is respected)")
+    ing.add_argument("--sitemap", help="a sitemap whose pages to fetch")
+    ing.add_argument("--chunk-size", type=int, help="characters per chunk at most (default 1500)")
+    ing.add_argument("--chunk-overlap", type=int, help="characters carried into the next piece of a long section (default 200)")
+    ing.add_argument("--parse-workers", type=int, help="processes parsing files in parallel (default 1)")
     ing.add_argument("--uri", required=True, help="root URI, e.g. cairn://resources/handbook")
     ing.add_argument(
         "--format", choices=["folder", "beir"], default="folder",

@@ -157,7 +157,13 @@ class Cairn:
     # ------------------------------------------------------------------ content
 
     def ingestor(self, **options: Any) -> Ingestor:
-        """An ingestor writing to this tenant's store and content store."""
+        """An ingestor writing to this tenant's store and content store; folder summaries are
+        written by the LLM when one is configured (at most ``max_calls`` per ingestor), else
+        extractively."""
+        if "summarizer" not in options and self.llm is not None:
+            from .ingest.summarizer import LLMSummarizer
+
+            options["summarizer"] = LLMSummarizer(self.llm)
         return Ingestor(self.store, self.embedder, self.tenant, content=self.content, **options)
 
     def ingest(self, path: str | Path, root_uri: str, progress: Progress = _quiet, **options: Any) -> IngestReport:

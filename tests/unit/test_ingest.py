@@ -82,3 +82,35 @@ def test_chunks_start_at_sections_and_stay_bounded():
 
 def _all_ids(store):
     return list(store._parts["acme"].ids)
+
+
+def test_a_folder_title_holding_a_placeholder_stays_literal_in_the_summary_prompt():
+    from cairn.ingest.summaries import ChildSummary
+    from cairn.ingest.summarizer import LLMSummarizer
+
+    class Never:
+        def complete(self, *a, **k):  # pragma: no cover - the prompt alone is checked
+            raise AssertionError
+
+    child = ChildSummary(name="a.md", title="a", abstract="an ordinary file", is_dir=False)
+    prompt = LLMSummarizer(Never()).prompt("{children} and {count}", [child], None, "x")
+    assert "{children} and {count}" in prompt  # the title, as written
+    assert prompt.count("an ordinary file") == 1  # the listing, once, where the template puts it
+
+
+def test_llm_summaries_are_bounded_per_summarizer():
+    from cairn.ingest.summaries import ChildSummary
+    from cairn.ingest.summarizer import LLMSummarizer
+
+    class Counting:
+        calls = 0
+
+        def complete(self, *a, **k):
+            Counting.calls += 1
+            return '{"abstract": "Refund rules.", "overview": "Refund rules and forms."}'
+
+    summarizer = LLMSummarizer(Counting(), max_calls=2)
+    child = ChildSummary(name="a.md", title="Refunds", abstract="How refunds work.", is_dir=False)
+    out = [summarizer.summarize_directory(f"d{n}", [child]) for n in range(5)]
+    assert Counting.calls == 2 and summarizer.capped == 3
+    assert out[0].abstract == "Refund rules." and out[4].abstract != "Refund rules."  # extractive past the bound

@@ -58,6 +58,8 @@ class DocumentsPut(_Body):
     root_uri: str
     documents: list[PayloadDocument] = Field(min_length=1, max_length=MAX_DOCUMENTS_PER_REQUEST)
     sync: bool = Field(default=False, description="make the folder hold exactly these documents (others are deleted)")
+    chunk_chars: int | None = Field(default=None, description="characters per chunk at most (default 1500)")
+    chunk_overlap: int | None = Field(default=None, description="characters carried into the next piece of a long section")
 
 
 class IngestSummary(BaseModel):

@@ -141,7 +141,16 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
 
         who = caller()
         payload = IngestPayload.parse({"root_uri": body.root_uri, "documents": body.documents})
-        ingestor = services.cairn(who.tenant).ingestor()
+        options: dict[str, Any] = {}
+        if body.chunk_chars is not None or body.chunk_overlap is not None:
+            from ..ingest import ChunkingConfig
+
+            default = ChunkingConfig()
+            options["chunking"] = ChunkingConfig(
+                body.chunk_chars or default.chunk_chars,
+                default.overlap_chars if body.chunk_overlap is None else body.chunk_overlap,
+            )
+        ingestor = services.cairn(who.tenant).ingestor(**options)
         if body.sync:
             report = ingestor.ingest(payload.to_documents(), payload.root_uri)
         else:

@@ -14,6 +14,7 @@ directory is never sent to the model again.
 from __future__ import annotations
 
 import json
+import re
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -104,6 +105,9 @@ def children_listing(children: Sequence[ChildSummary], budget: int = PROMPT_BUDG
     return "\n".join(lines)
 
 
+_PLACEHOLDER = re.compile(r"\{(?:title|path|intro|count|children)\}")
+
+
 class LLMSummarizer(DirectorySummarizer):
     """Summaries written by a language model, one call per directory, with an extractive fallback."""
 
@@ -114,8 +118,13 @@ class LLMSummarizer(DirectorySummarizer):
         prompt_version: str = "v1",
         timeout_s: float = 30.0,
         fallback: DirectorySummarizer | None = None,
+        max_calls: int | None = 500,
     ) -> None:
+        """``max_calls`` bounds the model calls (and so the cost) of one summarizer: past it, the
+        remaining directories get extractive summaries, and ``capped`` counts them."""
         self.llm = llm
+        self.max_calls = max_calls
+        self.capped = 0
         self.timeout_s = timeout_s
         self.system, self.template = load_prompt(prompt_version)
         self.version = f"llm-directory_summary.{prompt_version}"
@@ -131,14 +140,15 @@ class LLMSummarizer(DirectorySummarizer):
             "{count}": str(len(children)),
             "{children}": children_listing(children),
         }
-        out = self.template
-        for key, value in fields.items():
-            out = out.replace(key, value)
-        return out
+        # one pass over the template: a value that holds "{children}" (a folder title, a README) stays literal
+        return _PLACEHOLDER.sub(lambda m: fields.get(m.group(0), m.group(0)), self.template)
 
     def summarize_directory(
         self, title: str, children: Sequence[ChildSummary], *, intro: str | None = None, path: str = ""
     ) -> DirectorySummary:
+        if self.max_calls is not None and self.calls >= self.max_calls:
+            self.capped += 1
+            return self.fallback.summarize_directory(title, children, intro=intro, path=path)
         self.calls += 1
         try:
             raw = self.llm.complete(
