@@ -262,6 +262,25 @@ def _env_services(env: dict[str, str]) -> dict[str, Any]:
     return data
 
 
+_STORES = (LocalStoreSettings, PineconeSettings, OpenSearchSettings)
+_EMBEDDERS = (LocalEmbedderSettings, BedrockEmbedderSettings, LiteLLMEmbedderSettings)
+_SESSIONS = (SQLiteSessionSettings, DynamoDBSessionSettings)
+_CONTENTS = (LocalContentSettings, S3ContentSettings)
+_LLMS = (BedrockLLMSettings, OpenAILLMSettings, LiteLLMSettings)
+_RERANKS = (NoRerankSettings, LocalRerankSettings, CohereRerankSettings, BedrockRerankSettings, LiteLLMRerankSettings)
+
+
+def _for_chosen(fields: dict[str, Any], family: tuple[type[BaseModel], ...], tag: str) -> dict[str, Any]:
+    """The variables of the provider chosen. A variable another provider of the family declares is
+    left out (a deployment sets keys for every provider it may use: ``CAIRN_LLM_API_KEY`` must not
+    break a Bedrock LLM); one that no provider declares is kept, so a misspelt name is an error."""
+    chosen = next((m for m in family if fields.get(tag) == m.model_fields[tag].default), None)
+    if chosen is None:
+        return fields
+    known = {name for m in family for name in m.model_fields}
+    return {k: v for k, v in fields.items() if k in chosen.model_fields or k not in known}
+
+
 _SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn")
 
 
@@ -273,10 +292,10 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
     env = dict(os.environ if env is None else env)
     home = Path(overrides.get("home") or env.get("CAIRN_HOME") or ".cairn")
     data: dict[str, Any] = {"home": home, "store": _env_store(env, home), **_env_services(env)}
-    if data["rerank"]["kind"] in ("none", "local"):
-        data["rerank"] = {"kind": data["rerank"]["kind"]}
-    if data["embedder"]["provider"] == "local":
-        data["embedder"] = {k: v for k, v in data["embedder"].items() if k in ("provider", "batch_size")}
+    for key, family, tag in (("store", _STORES, "backend"), ("embedder", _EMBEDDERS, "provider"), ("sessions", _SESSIONS, "backend"),
+                             ("content", _CONTENTS, "backend"), ("llm", _LLMS, "provider"), ("rerank", _RERANKS, "kind")):
+        if key in data:
+            data[key] = _for_chosen(data[key], family, tag)
     for key in _SCALARS:
         value = env.get(f"{ENV_PREFIX}{key.upper()}")
         if value:

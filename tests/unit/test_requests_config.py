@@ -64,3 +64,13 @@ def test_bad_service_settings_name_what_is_allowed():
         load_settings({"CAIRN_SESSIONS": "dynamodb"})
     with pytest.raises(ConfigError, match="alpha"):
         load_settings({"CAIRN_ALPHA": "2"})
+
+
+def test_a_key_for_another_provider_never_breaks_start_up_and_a_misspelt_variable_is_named():
+    # a stack sets every key it may use; a Bedrock LLM and reranker declare no api_key
+    s = load_settings({"CAIRN_LLM_PROVIDER": "bedrock", "CAIRN_LLM_MODEL": "m", "CAIRN_LLM_API_KEY": "secretsmanager:x#k",
+                       "CAIRN_RERANKER": "bedrock", "CAIRN_RERANK_API_KEY": "secretsmanager:x#r",
+                       "CAIRN_EMBEDDING_DIMENSION": "1024"})
+    assert (s.llm.provider, s.rerank.kind, s.embedder.provider) == ("bedrock", "bedrock", "local")
+    with pytest.raises(ConfigError, match=r"llm\.modle: Extra inputs are not permitted \(CAIRN_LLM_\*\)"):
+        load_settings({"CAIRN_LLM_PROVIDER": "bedrock", "CAIRN_LLM_MODEL": "m", "CAIRN_LLM_MODLE": "x"})
