@@ -1,4 +1,5 @@
-"""Lambda: ingest uploaded content (S3 ObjectCreated on ``ingest/{tenant}/...json``).
+"""Lambda: ingest uploaded content (an S3 "Object Created" of ``ingest/{tenant}/...json``, delivered by
+EventBridge or as an S3 notification).
 
 Each uploaded object is an ingest payload (``cairn.ingest.IngestPayload``: ``{"root_uri",
 "documents": [{"path", "text", "title"?, "metadata"?}]}``). The tenant is the second segment of
@@ -16,8 +17,9 @@ import json
 from typing import Any
 from urllib.parse import unquote_plus
 
-from cairn.errors import CairnError, RequestError
+from cairn.errors import CairnError, RequestError, Unavailable
 from cairn.observability.logging import get_logger
+from cairn.retry import AwsError
 from cairn.services import Services
 from cairn.workflow import task_errors
 from pydantic import BaseModel, Field
@@ -53,13 +55,23 @@ def tenant_of_key(key: str) -> str:
 
 
 def _read(bucket: str, key: str) -> Any:
-    obj = services.s3.get_object(Bucket=bucket, Key=key)
-    if int(obj.get("ContentLength") or 0) > MAX_OBJECT_BYTES:
-        raise RequestError(f"s3://{bucket}/{key} is larger than {MAX_OBJECT_BYTES:,} bytes; split it")
     try:
-        return json.loads(obj["Body"].read())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RequestError(f"s3://{bucket}/{key} is not a JSON ingest payload: {exc}") from None
+        obj = services.s3.get_object(Bucket=bucket, Key=key)
+        if int(obj.get("ContentLength") or 0) > MAX_OBJECT_BYTES:
+            raise RequestError(f"s3://{bucket}/{key} is larger than {MAX_OBJECT_BYTES:,} bytes; split it")
+        raw = obj["Body"].read()
+    except CairnError:
+        raise
+    except Exception as exc:  # botocore: a deleted object is reported, a throttled read retried
+        aws = AwsError.of(exc)
+        if aws.retryable or not aws.code:
+            raise Unavailable(f"s3://{bucket}/{key} could not be read now ({aws.code or type(exc).__name__}); retrying") from None
+        raise RequestError(f"s3://{bucket}/{key} could not be read: {aws.code} {aws.message}".strip()) from None
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise RequestError(f"s3://{bucket}/{key} is not a JSON ingest payload: {reason}") from None
 
 
 def ingest_object(bucket: str, key: str) -> ObjectReport:
@@ -84,12 +96,34 @@ def ingest_object(bucket: str, key: str) -> ObjectReport:
     return report
 
 
-def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def objects_of(event: Any) -> list[tuple[str, str]]:
+    """The (bucket, key) pairs of an S3 notification (``Records``) or an EventBridge "Object
+    Created" event (``detail``); a malformed event yields none (it is logged, never retried)."""
+    if not isinstance(event, dict):
+        return []
+    if isinstance(event.get("detail"), dict):
+        detail = event["detail"]
+        bucket, obj = detail.get("bucket"), detail.get("object")
+        if isinstance(bucket, dict) and isinstance(obj, dict):
+            return [(str(bucket.get("name", "")), str(obj.get("key", "")))]
+        return []
+    records = event.get("Records")
+    if not isinstance(records, list):
+        return []
+    found = []
+    for record in records:
+        s3 = record.get("s3") if isinstance(record, dict) else None
+        if isinstance(s3, dict) and isinstance(s3.get("bucket"), dict) and isinstance(s3.get("object"), dict):
+            found.append((str(s3["bucket"].get("name", "")), unquote_plus(str(s3["object"].get("key", "")))))
+    return found
+
+
+def handler(event: Any, context: Any = None) -> dict[str, Any]:
     response = IngestResponse()
+    objects = objects_of(event)
+    if not objects:
+        log.warning("ingest event holds no S3 object; skipped", event_type=type(event).__name__)
     with task_errors():
-        for record in event.get("Records") or []:
-            s3 = record.get("s3") or {}
-            bucket = (s3.get("bucket") or {}).get("name", "")
-            key = unquote_plus((s3.get("object") or {}).get("key", ""))
+        for bucket, key in objects:
             response.objects.append(ingest_object(bucket, key))
     return response.model_dump()

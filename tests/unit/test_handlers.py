@@ -529,3 +529,41 @@ def test_ingest_refuses_keys_outside_a_tenant_prefix(world):
     mod.services = world["services"](s3=FakeS3({}))
     report = mod.handler(ev)["objects"][0]
     assert report["error"]["error"] == "bad_request" and "ingest/<tenant>/" in report["error"]["message"]
+
+
+def test_ingest_takes_the_eventbridge_object_created_event(world, tmp_path):
+    mod = load_handler("ingest")
+    ev = event("ingest_eventbridge.json")
+    detail = ev["detail"]
+    payload = (EVENTS / "ingest_payload.json").read_bytes()
+    store = LocalVectorStore(tmp_path / "fresh", dimension=384)
+    mod.services = world["services"](store=store, s3=FakeS3({(detail["bucket"]["name"], detail["object"]["key"]): payload}))
+    report = mod.handler(ev)["objects"][0]
+    assert report["tenant"] == "acme" and report["documents"] == 3 and report["error"] is None
+
+
+class DeletedS3:
+    def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:  # noqa: N803 - boto3's names
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "NoSuchKey", "Message": "The specified key does not exist."},
+                           "ResponseMetadata": {"HTTPStatusCode": 404}}, "GetObject")
+
+
+@pytest.mark.parametrize("poison", [None, {"Records": "not a list"}, {"Records": [{"s3": 1}]}, {"detail": []}, []])
+def test_ingest_skips_poison_events_without_raising(world, poison):
+    mod = load_handler("ingest")
+    mod.services = world["services"](s3=FakeS3({}))
+    assert mod.handler(poison) == {"objects": []}
+
+
+def test_ingest_reports_a_deleted_or_too_deep_object_and_does_not_retry_it(world):
+    mod = load_handler("ingest")
+    mod.services = world["services"](s3=DeletedS3())
+    report = mod.handler(event("ingest.json"))["objects"][0]
+    assert report["error"]["error"] == "bad_request" and "NoSuchKey" in report["error"]["message"]
+    ev = event("ingest.json")
+    s3 = ev["Records"][0]["s3"]
+    mod.services = world["services"](s3=FakeS3({(s3["bucket"]["name"], s3["object"]["key"]): b"[" * 100_000}))
+    report = mod.handler(ev)["objects"][0]
+    assert "not a JSON ingest payload" in report["error"]["message"]
