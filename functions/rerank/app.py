@@ -1,4 +1,5 @@
-"""Lambda: the Rerank state (RerankInput -> the FindResult as JSON).
+"""Lambda: the Rerank state (RerankInput -> the FindResult as JSON), and its fallback
+AssembleWithoutRerank (the same stage without the reranker, after the Rerank task failed).
 
 One rerank call per typed query (the reranker's fallbacks keep vector scores and are counted),
 threshold, dedupe, cut and bucket; the retrieval statistics leave as CloudWatch EMF.
@@ -27,6 +28,10 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             hotness_weight=cairn.hotness_weight,
             threshold=cairn.thinking.threshold,
         )
+    if inp.rerank_failure:  # the Catch on Rerank: the retrieval order, and the trace says why
+        for qr in result.query_results:
+            qr.trace.stats.rerank_fallback = "error"
+            qr.trace.add("fallback", detail=f"the rerank task failed ({inp.rerank_failure}); retrieval order kept")
     cairn.stats.record_many(result.query_results)
     cairn.stats.emit_emf()
     return result.to_dict(include_provenance=inp.request.include_provenance)

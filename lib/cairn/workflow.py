@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import CairnError, CairnRetryableError, CairnTaskError, RequestError, WorkflowFailed
+from .errors import CairnError, CairnRetryableError, CairnTaskError, PayloadTooLarge, RequestError, WorkflowFailed
 from .models import Candidate, QueryPlan, TypedQuery
 from .requests import FindRequest, parse_request
 from .stages import RetrieveOutput
@@ -69,6 +69,7 @@ __all__ = [
 # Step Functions state data is limited to 256 KiB; the Map collects every RetrieveOutput, and up
 # to 5 typed queries may run, so each output is kept under this many bytes of JSON.
 RETRIEVE_OUTPUT_BUDGET = 40_000
+MAX_INPUT_BYTES = 64_000  # an execution's input: the Map copies request and plan into every iteration
 MIN_CANDIDATE_TEXT = 300
 MAX_TRACE_EVENTS = 40
 
@@ -117,6 +118,7 @@ class RerankInput(_State):
     plan: QueryPlan
     rerank: bool = False
     retrieved: list[RetrieveOutput] = Field(default_factory=list)
+    rerank_failure: str | None = None  # set by the Catch on Rerank: the error the reranker failed with
 
 
 def compact(out: RetrieveOutput, budget: int = RETRIEVE_OUTPUT_BUDGET) -> RetrieveOutput:
@@ -246,8 +248,20 @@ def search(services: Services, tenant: str, request: FindRequest, session_id: st
     if not services.settings.state_machine_arn:
         result = cairn.search(request, session_id, rerank=rerank)
         return result.to_dict(include_provenance=request.include_provenance)
-    cairn.session_view(session_id)  # a foreign or unknown session is refused before any work
+    # refused before any work (and before an LLM planner is paid): a foreign or unknown session,
+    # a filter that does not parse, an input over the state size limit
+    cairn.session_view(session_id)
+    if request.filter is not None:
+        from .filters import parse
+
+        parse(request.filter)
     start = WorkflowInput(tenant=tenant, request=request, session_id=session_id, rerank=rerank)
+    size = len(start.model_dump_json().encode())
+    if size > MAX_INPUT_BYTES:
+        raise PayloadTooLarge(
+            f"the search request is {size:,} bytes; the workflow takes at most {MAX_INPUT_BYTES:,} "
+            "(shorten the filter's value lists or the query)"
+        )
     out = start_sync(services, start)
     if session_id is not None:
         services.sessions.set_prefetched(tenant, session_id, out)

@@ -317,3 +317,30 @@ def test_search_with_a_session_gives_the_same_ranked_uris_in_process_and_through
     assert ranked(through_workflow) == ranked(in_process) and ranked(in_process)
     assert all(score > 0.2 for _, score in ranked(in_process))  # the request's threshold reached the final cut
     assert through_workflow["query_plan"] == in_process["query_plan"]
+
+
+def test_a_failed_rerank_task_still_answers_with_the_retrieval_order(state_machine, handlers, handlers_in_process):
+    """The Catch on Rerank: the candidates are in the state already, so the search answers with
+    them in retrieval order, and the trace says the reranker failed."""
+    sfn, arn = state_machine
+    mod = handlers["modules"]["rerank"]
+    real = mod.handler
+
+    def crashing(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        if event.get("rerank") and not event.get("rerank_failure"):
+            raise RuntimeError("out of memory")  # a crash, not a cairn error: no retry helps
+        return real(event, context)
+
+    mod.handler = crashing
+    handlers_in_process.clear()
+    try:
+        start = WorkflowInput(tenant="acme", request=FindRequest(query="how long do refunds take?", include_provenance=True))
+        desc = run(sfn, arn, start.model_copy(update={"rerank": True}))
+    finally:
+        mod.handler = real
+    assert desc["status"] == "SUCCEEDED", desc
+    out = json.loads(desc["output"])
+    assert out["resources"] and out["resources"][0]["uri"] == REFUNDS
+    stats = out["provenance"][0]["trace"]["stats"]
+    assert stats["rerank_used"] is False and stats["rerank_fallback"] == "error"
+    assert [name for name, _ in handlers_in_process].count("rerank") == 2  # the failed task, then the fallback

@@ -433,7 +433,7 @@ def test_every_task_retries_on_the_retryable_name_and_catches_both():
                 yield from tasks_of(state["ItemProcessor"]["States"])
 
     found = dict(tasks_of(asl()["States"]))
-    assert set(found) == {"Plan", "Retrieve", "Rerank"}
+    assert set(found) == {"Plan", "Retrieve", "Rerank", "AssembleWithoutRerank"}
     for name, state in found.items():
         assert RETRYABLE_ERROR in state["Retry"][0]["ErrorEquals"], name
         assert TASK_ERROR not in state["Retry"][0]["ErrorEquals"], name
@@ -567,3 +567,22 @@ def test_ingest_reports_a_deleted_or_too_deep_object_and_does_not_retry_it(world
     mod.services = world["services"](s3=FakeS3({(s3["bucket"]["name"], s3["object"]["key"]): b"[" * 100_000}))
     report = mod.handler(ev)["objects"][0]
     assert "not a JSON ingest payload" in report["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "says"),
+    [
+        ({"filter": {"level": {"$near": 2}}}, 400, "$near"),
+        ({"filter": {"uri": {"$in": [f"cairn://resources/handbook/doc-{n:05d}-{'x' * 40}.md" for n in range(1000)]}}},
+         413, "the workflow takes at most"),
+        ({"session_id": "nosuchsession"}, 404, "nosuchsession"),
+    ],
+)
+def test_search_is_refused_before_the_workflow_starts(api, world, change, status, says):
+    sfn = RecordingSFN({"status": "SUCCEEDED", "output": "{}"})
+    serve_with(api, world["services"](SFN_ARN, sfn=sfn))
+    ev = event("api/search.json")
+    ev["body"] = json.dumps({**json.loads(ev["body"]), **change})
+    resp = api.handler(ev)
+    assert resp["statusCode"] == status and says in body(resp)["message"], body(resp)
+    assert sfn.calls == []  # no execution, no paid planning
