@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .vectorstores import VectorStore
 
 _UNSET: Any = object()
+SFN_READ_TIMEOUT_S = 27  # > the state machine's TimeoutSeconds (25), < the API function's timeout (29)
 _SERVICES = ("store", "embedder", "llm", "reranker", "sessions", "content", "sfn", "s3")
 
 
@@ -178,7 +179,13 @@ class Services:
 
     @cached_property
     def sfn(self) -> Any:
-        return require("boto3", extra="aws", feature="the Step Functions workflow").client("stepfunctions")
+        """Step Functions: one try (a throttle answers 503 and the caller retries), and a read
+        timeout just longer than the workflow's own (25 s), inside the API function's 29 s."""
+        boto3 = require("boto3", extra="aws", feature="the Step Functions workflow")
+        from botocore.config import Config
+
+        config = Config(connect_timeout=2, read_timeout=SFN_READ_TIMEOUT_S, retries={"max_attempts": 1, "mode": "standard"})
+        return boto3.client("stepfunctions", config=config)
 
     @cached_property
     def s3(self) -> Any:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import CairnError, CairnRetryableError, CairnTaskError, PayloadTooLarge, RequestError, WorkflowFailed
+from .errors import CairnError, CairnRetryableError, CairnTaskError, PayloadTooLarge, RequestError, Unavailable, WorkflowFailed
 from .models import Candidate, QueryPlan, TypedQuery
 from .requests import FindRequest, parse_request
 from .stages import RetrieveOutput
@@ -270,9 +270,17 @@ def search(services: Services, tenant: str, request: FindRequest, session_id: st
 
 def start_sync(services: Services, start: WorkflowInput) -> dict[str, Any]:
     """StartSyncExecution of the Express state machine; a failed execution raises its task's error."""
-    resp = services.sfn.start_sync_execution(
-        stateMachineArn=services.settings.state_machine_arn, input=start.model_dump_json()
-    )
+    try:
+        resp = services.sfn.start_sync_execution(
+            stateMachineArn=services.settings.state_machine_arn, input=start.model_dump_json()
+        )
+    except Exception as exc:  # botocore: throttled or unreachable answers 503 (retry), anything else 502
+        from .retry import AwsError
+
+        aws = AwsError.of(exc)
+        if aws.retryable or not aws.code:
+            raise Unavailable(f"the retrieval workflow cannot start now ({aws.code or type(exc).__name__}); retry") from None
+        raise WorkflowFailed(f"the retrieval workflow refused to start: {aws.code}", status=502) from None
     status = resp.get("status")
     if status == "SUCCEEDED":
         return json.loads(resp.get("output") or "{}")

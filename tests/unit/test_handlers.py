@@ -435,6 +435,9 @@ def test_every_task_retries_on_the_retryable_name_and_catches_both():
     found = dict(tasks_of(asl()["States"]))
     assert set(found) == {"Plan", "Retrieve", "Rerank", "AssembleWithoutRerank"}
     for name, state in found.items():
+        if name == "AssembleWithoutRerank":  # the fallback of a failed Rerank: one try, within the budget
+            assert "Retry" not in state
+            continue
         assert RETRYABLE_ERROR in state["Retry"][0]["ErrorEquals"], name
         assert TASK_ERROR not in state["Retry"][0]["ErrorEquals"], name
     catches = [c for s in asl()["States"].values() for c in s.get("Catch", [])]
@@ -586,3 +589,41 @@ def test_search_is_refused_before_the_workflow_starts(api, world, change, status
     resp = api.handler(ev)
     assert resp["statusCode"] == status and says in body(resp)["message"], body(resp)
     assert sfn.calls == []  # no execution, no paid planning
+
+
+def test_time_budgets_nest_from_the_gateway_down_to_each_task():
+    """API Gateway (30 s) > the API function > the StartSyncExecution read timeout > the workflow
+    > each task's timeout times its attempts, with the waits between them."""
+    from cairn.services import SFN_READ_TIMEOUT_S
+
+    machine = asl()
+    workflow_s = machine["TimeoutSeconds"]
+    template = (REPO / "template.yaml").read_text()
+    api_block = template[template.index("  ApiFunction:"):]
+    api_timeout = int(re.search(r"\n      Timeout: (\d+)", api_block).group(1))
+    assert 30 > api_timeout > SFN_READ_TIMEOUT_S > workflow_s
+    def tasks(states):
+        for name, state in states.items():
+            if state["Type"] == "Task":
+                yield name, state
+            if state["Type"] == "Map":
+                yield from tasks(state["ItemProcessor"]["States"])
+    for name, state in tasks(machine["States"]):
+        retry = (state.get("Retry") or [{}])[0]
+        attempts = 1 + retry.get("MaxAttempts", 0)
+        waits = sum(min(retry.get("IntervalSeconds", 1) * retry.get("BackoffRate", 2) ** n, retry.get("MaxDelaySeconds", 10**6))
+                    for n in range(attempts - 1))
+        assert state["TimeoutSeconds"] * attempts + waits < workflow_s, name
+
+
+def test_a_throttled_workflow_start_is_a_503_with_retry_after(api, world):
+    from botocore.exceptions import ClientError
+
+    class Throttled:
+        def start_sync_execution(self, **kw: Any) -> dict[str, Any]:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
+                               "ResponseMetadata": {"HTTPStatusCode": 400}}, "StartSyncExecution")
+
+    serve_with(api, world["services"](SFN_ARN, sfn=Throttled()))
+    resp = api.handler(event("api/search.json"))
+    assert resp["statusCode"] == 503 and resp["headers"]["Retry-After"] == "1" and body(resp)["retryable"] is True
