@@ -162,10 +162,15 @@ class Services:
         from .sessions import open_session_store
 
         cfg = self.settings.sessions
+        options: dict[str, Any] = {}
+        if self.settings.llm is not None:  # compression folds old messages into the summary with the LLM
+            from .sessions.compression import LLMSummarizer
+
+            options["summarizer"] = LLMSummarizer(self.llm)
         if cfg.backend == "sqlite":
-            return open_session_store("sqlite", path=cfg.path or self.settings.home / "sessions.db")
+            return open_session_store("sqlite", path=cfg.path or self.settings.home / "sessions.db", **options)
         require("boto3", extra="aws", feature="DynamoDB sessions")
-        return open_session_store("dynamodb", table=cfg.table, region=cfg.region, endpoint_url=cfg.endpoint_url)
+        return open_session_store("dynamodb", table=cfg.table, region=cfg.region, endpoint_url=cfg.endpoint_url, **options)
 
     @cached_property
     def content(self) -> ContentStore:

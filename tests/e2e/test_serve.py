@@ -159,3 +159,12 @@ def test_without_keys_only_loopback():
     check_bind("0.0.0.0", ApiKeys({ACME_KEY: "acme"}))
     with pytest.raises(ConfigError, match="without API keys"):
         check_bind("0.0.0.0", None)
+
+
+def test_appends_fold_old_messages_into_the_summary(acme):
+    session = acme.create_session()
+    for n in range(60):
+        acme.append_message(session.id, "user", f"message number {n} about the refund of order {1000 + n}")
+    view = acme.get_session(session.id, recent=100)
+    assert view.message_count == 60 and view.summary  # compressed on append, as on AWS
+    assert len(view.recent) < 60 and view.recent[-1].content.startswith("message number 59")

@@ -130,6 +130,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
             who.tenant, session_id, body.role, body.content, name=body.name, created_at=body.created_at,
             idempotency_key=idempotency_key,
         )
+        services.sessions.compress_if_needed(who.tenant, session_id)  # on AWS too: sessions never grow unbounded
         return Response(201, "application/json", message.model_dump(mode="json"))
 
     # ------------------------------------------------------------------ content
