@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from cairn import stages
+from cairn.observability.usage import record_usage, retrieval_counts
 from cairn.services import Services
 from cairn.workflow import RerankInput, parse_state, task_errors
 
@@ -32,6 +33,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         for qr in result.query_results:
             qr.trace.stats.rerank_fallback = "error"
             qr.trace.add("fallback", detail=f"the rerank task failed ({inp.rerank_failure}); retrieval order kept")
+    record_usage(inp.tenant, "search", **retrieval_counts(result))  # the workflow's usage record
     cairn.stats.record_many(result.query_results)
     cairn.stats.emit_emf()
     return result.to_dict(include_provenance=inp.request.include_provenance)

@@ -247,6 +247,9 @@ def search(services: Services, tenant: str, request: FindRequest, session_id: st
     cairn = services.cairn(tenant)
     if not services.settings.state_machine_arn:
         result = cairn.search(request, session_id, rerank=rerank)
+        from .observability.usage import record_usage, retrieval_counts
+
+        record_usage(tenant, "search", **retrieval_counts(result))
         return result.to_dict(include_provenance=request.include_provenance)
     # refused before any work (and before an LLM planner is paid): a foreign or unknown session,
     # a filter that does not parse, an input over the state size limit

@@ -627,3 +627,15 @@ def test_a_throttled_workflow_start_is_a_503_with_retry_after(api, world):
     serve_with(api, world["services"](SFN_ARN, sfn=Throttled()))
     resp = api.handler(event("api/search.json"))
     assert resp["statusCode"] == 503 and resp["headers"]["Retry-After"] == "1" and body(resp)["retryable"] is True
+
+
+def test_each_find_leaves_a_usage_record_with_its_tenant(api, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="cairn.usage")
+    assert api.handler(event("api/find.json"))["statusCode"] == 200
+    usage = [r for r in caplog.records if r.name == "cairn.usage" and r.getMessage() == "usage"]
+    assert usage, "no usage record"
+    fields = usage[-1].__dict__
+    assert fields["tenant"] == "acme" and fields["operation"] == "find"
+    assert fields["searches"] == 1 and fields["vector_calls"] >= 1 and fields["results"] >= 1

@@ -25,6 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from .. import __version__, workflow
 from ..errors import CairnError, PayloadTooLarge, RequestError, RouteNotFound
 from ..observability.logging import get_logger
+from ..observability.usage import record_usage, retrieval_counts
 from ..models import FindResponse
 from ..requests import FindRequest
 from ..services import Services
@@ -83,6 +84,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
         who = caller()
         request = with_defaults(body.request(), body.model_fields_set, who)
         result = services.cairn(who.tenant).find(request, rerank=body.rerank)
+        record_usage(who.tenant, "find", **retrieval_counts(result))
         return _bounded(result.to_dict(include_provenance=request.include_provenance))
 
     @app.post("/v1/search", summary="Search: plan (with a session), retrieve hierarchically, rerank",
@@ -156,6 +158,8 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
             report = ingestor.ingest(payload.to_documents(), payload.root_uri)
         else:
             report = ingestor.upsert(payload.to_documents(), payload.root_uri)
+        record_usage(who.tenant, "ingest", documents=report.documents, embedded_texts=report.embedded,
+                     records_written=report.written, bytes_in=sum(len(d.text.encode()) for d in body.documents))
         return IngestSummary(
             root_uri=report.root_uri, documents=report.documents, records=report.records, written=report.written,
             removed=report.removed, unchanged=report.unchanged, rejected=[f"{r.source}: {r.reason}" for r in report.rejected],
