@@ -63,6 +63,7 @@ MAX_NAME_WORDS = 12  # longer strings are sentences, not names
 FUZZY_CUTOFF = 80  # rapidfuzz ratio (0..100) for two words to count as the same word
 FUZZY_MIN_CHARS = 4
 STOP_WEIGHT = 0.25
+MIN_DISTINCT = 0.4  # matches less distinctive than this are not reported
 SPREAD_SAMPLE = 1000
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -203,7 +204,10 @@ class NameIndex:
                 for key, sim in self._lookup(probe):
                     for part in self.vocab[key]:
                         hits[part].append((i, sim))
-        candidates = {n for w in hits for n in self.inverted.get(w, ())}
+        # a name is reached through a word of its own that is rare enough to name something
+        # (confidence <= distinctiveness, so a name found only through common words is never reported)
+        floor = MIN_DISTINCT * self.idf_ref
+        candidates = {n for w in hits if w not in self.stop and self.idf[w] >= floor for n in self.inverted[w]}
         out = [m for n in candidates if (m := self._score(self.entries[n], hits, words, seq)) is not None]
         return sorted(out, key=lambda m: (-m.confidence, -m.position, m.name))
 
