@@ -228,6 +228,10 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
         problems = [_problem(e) for e in exc.errors()]
         return envelope(RequestError("invalid request: " + "; ".join(problems), details=problems), 400)
 
+    @app.exception_handler(UnicodeDecodeError)
+    def not_text(exc: UnicodeDecodeError) -> Response[str]:
+        return envelope(RequestError("the request body is not UTF-8 text; send JSON encoded as UTF-8"), 400)
+
     @app.exception_handler(RecursionError)
     def too_deep(exc: RecursionError) -> Response[str]:
         return envelope(RequestError("the request body is nested too deeply; flatten it"), 400)
