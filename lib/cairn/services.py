@@ -99,13 +99,13 @@ class Services:
             from .vectorstores.pinecone import PineconeVectorStore
 
             cfg = cfg.model_copy(update={"api_key": self.secret(cfg.api_key, "store.api_key")})
-            return PineconeVectorStore.from_settings(cfg, self.embedder.dimension)
+            return _checked(PineconeVectorStore.from_settings(cfg, self.embedder.dimension), self.embedder)
         require("opensearchpy", extra="opensearch", feature="the OpenSearch store")
         from .vectorstores.opensearch import OpenSearchVectorStore
 
         if cfg.password:
             cfg = cfg.model_copy(update={"password": self.secret(cfg.password, "store.password")})
-        return OpenSearchVectorStore.from_settings(cfg, self.embedder.dimension)
+        return _checked(OpenSearchVectorStore.from_settings(cfg, self.embedder.dimension), self.embedder)
 
     @cached_property
     def llm(self) -> Any:
@@ -253,3 +253,11 @@ class Services:
         from .pipeline import Cairn
 
         return Cairn(self, tenant or self.settings.tenant)
+
+
+def _checked(store: Any, embedder: Any) -> Any:
+    """The store, once its index's dimension is known to be the embedder's (one call at start-up)."""
+    from .embeddings.base import check_dimension
+
+    check_dimension(embedder, store)
+    return store

@@ -295,3 +295,22 @@ def test_unreachable_cluster_is_retryable_unavailable() -> None:
     with pytest.raises(VectorStoreUnavailable) as err:
         store.query(dense())
     assert err.value.retryable is True and "could not be reached" in err.value.message
+
+
+def test_an_embedder_of_another_dimension_is_refused_at_start(emulator: OpenSearchEmulator, store: OpenSearchVectorStore) -> None:
+    from cairn.config import Settings
+    from cairn.errors import DimensionMismatch
+    from cairn.services import Services
+
+    class Sized:
+        name = "sized"
+
+        def __init__(self, dimension: int) -> None:
+            self.dimension = dimension
+
+    settings = Settings(store=OpenSearchSettings(url=emulator.url, index=INDEX))
+    assert Services(settings, embedder=Sized(384)).store.index_dimension() is None  # no index yet: it will be made
+    store.upsert([rec(1)])  # the index now exists, with DIM
+    assert store.index_dimension() == DIM
+    with pytest.raises(DimensionMismatch, match=f"holds {DIM}-dimensional"):
+        Services(settings, embedder=Sized(384)).store  # noqa: B018

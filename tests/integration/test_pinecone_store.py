@@ -241,3 +241,23 @@ def test_store_from_settings(emulator: PineconeEmulator) -> None:
         assert emulator.count("/describe_index_stats") == 2 and s.count("acme") == 1
     finally:
         s.close()
+
+
+class SizedEmbedder:
+    """Only what the start-up check reads: a name and a dimension."""
+
+    name = "sized"
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+
+
+def test_an_embedder_of_another_dimension_is_refused_at_start(emulator: PineconeEmulator) -> None:
+    from cairn.config import Settings
+    from cairn.errors import DimensionMismatch
+    from cairn.services import Services
+
+    settings = Settings(store=PineconeSettings(api_key=emulator.api_key or "k", index_host=emulator.host))
+    assert Services(settings, embedder=SizedEmbedder(DIM)).store.index_dimension() == DIM
+    with pytest.raises(DimensionMismatch, match=f"makes 384-dimensional vectors .* holds {DIM}-dimensional"):
+        Services(settings, embedder=SizedEmbedder(384)).store  # noqa: B018

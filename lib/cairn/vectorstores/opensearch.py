@@ -280,6 +280,25 @@ class OpenSearchVectorStore(VectorStore):
 
     # ----------------------------------------------------------------- index and writes
 
+    def index_dimension(self) -> int | None:
+        """The dimension of the index's ``vector`` field; None while the index does not exist."""
+        from opensearchpy.exceptions import NotFoundError
+
+        def read() -> dict[str, Any] | None:
+            try:
+                return self._client.indices.get_mapping(index=self.index)
+            except NotFoundError:
+                return None
+
+        mapping = self._call("get_mapping", 0, read)
+        if mapping is None:
+            return None
+        for index in mapping.values():
+            vector = ((index.get("mappings") or {}).get("properties") or {}).get("vector") or {}
+            if "dimension" in vector:
+                return int(vector["dimension"])
+        return None
+
     def _ensure_index(self) -> None:
         if self._index_ready:
             return

@@ -345,6 +345,11 @@ class PineconeVectorStore(VectorStore):
         self._delete_ids(tenant, ids)
         return len(ids)
 
+    def index_dimension(self) -> int | None:
+        """The dimension the Pinecone index was created with (checked against the embedder at start)."""
+        stats = self._call("describe_index_stats", 0, lambda: self._retrying(lambda: self._index.describe_index_stats()))
+        return int(stats.dimension) if getattr(stats, "dimension", None) else None
+
     def _count(self, tenant: str, native_filter: Any) -> int:
         if native_filter is None:
             stats = self._retrying(lambda: self._index.describe_index_stats())
