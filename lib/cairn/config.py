@@ -291,6 +291,8 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
     reads ``CAIRN_PINECONE_*``), so a variable of another provider never breaks start-up."""
     env = dict(os.environ if env is None else env)
     home = Path(overrides.get("home") or env.get("CAIRN_HOME") or ".cairn")
+    if home.exists() and not home.is_dir():
+        raise ConfigError(f"the cairn home {str(home)!r} (CAIRN_HOME or --home) is a file; give a folder, or a path that does not exist yet")
     data: dict[str, Any] = {"home": home, "store": _env_store(env, home), **_env_services(env)}
     for key, family, tag in (("store", _STORES, "backend"), ("embedder", _EMBEDDERS, "provider"), ("sessions", _SESSIONS, "backend"),
                              ("content", _CONTENTS, "backend"), ("llm", _LLMS, "provider"), ("rerank", _RERANKS, "kind")):

@@ -74,3 +74,10 @@ def test_a_key_for_another_provider_never_breaks_start_up_and_a_misspelt_variabl
     assert (s.llm.provider, s.rerank.kind, s.embedder.provider) == ("bedrock", "bedrock", "local")
     with pytest.raises(ConfigError, match=r"llm\.modle: Extra inputs are not permitted \(CAIRN_LLM_\*\)"):
         load_settings({"CAIRN_LLM_PROVIDER": "bedrock", "CAIRN_LLM_MODEL": "m", "CAIRN_LLM_MODLE": "x"})
+
+
+def test_a_home_that_is_a_file_is_named(tmp_path):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    with pytest.raises(ConfigError, match="is a file; give a folder"):
+        load_settings({"CAIRN_HOME": str(afile)})
