@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from cairn.api import AuthorizerConfig, build_app
+from cairn.api.routes import resolve
 from cairn.services import Services
 
 services = Services()  # built on the first request that needs them, then reused while warm
@@ -25,4 +26,4 @@ def handler(event: Any, context: Any = None) -> dict[str, Any]:
         body = {"error": "bad_request", "type": "RequestError", "retryable": False,
                 "message": "not an API Gateway HTTP API (payload 2.0) event"}
         return {"statusCode": 400, "headers": {"content-type": "application/json"}, "body": json.dumps(body)}
-    return app.resolve(event, context)
+    return resolve(app, event, context)

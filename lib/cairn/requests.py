@@ -14,6 +14,15 @@ MAX_QUERY_CHARS = 8000
 MAX_LIMIT = 100
 
 
+def is_text(value: str) -> bool:
+    """Whether ``value`` is valid Unicode text (no unpaired surrogate, which no encoder accepts)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def no_tenant(data: Any) -> Any:
     """Refuse a body that names a tenant: the tenant comes from the caller's credentials."""
     if isinstance(data, dict) and "tenant" in data:
@@ -37,7 +46,7 @@ class FindRequest(BaseModel):
     mode: Literal["quick", "thinking"] = "quick"
     hybrid: bool = False  # quick mode: fuse dense and BM25 (RRF) where the backend can
     filter: dict[str, Any] | None = None
-    score_threshold: float | None = None
+    score_threshold: float | None = Field(default=None, ge=-1.0, le=1.0, allow_inf_nan=False)
     include_provenance: bool = False
 
     @field_validator("query")
@@ -48,6 +57,8 @@ class FindRequest(BaseModel):
             raise ValueError("the query is empty; pass the text to search for")
         if len(v) > MAX_QUERY_CHARS:
             raise ValueError(f"the query has {len(v)} characters; the limit is {MAX_QUERY_CHARS}")
+        if not is_text(v):
+            raise ValueError("the query holds an unpaired surrogate (a broken \\ud800-\\udfff escape); send valid Unicode text")
         return v
 
     @field_validator("target_uris")

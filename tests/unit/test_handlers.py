@@ -639,3 +639,37 @@ def test_each_find_leaves_a_usage_record_with_its_tenant(api, caplog):
     fields = usage[-1].__dict__
     assert fields["tenant"] == "acme" and fields["operation"] == "find"
     assert fields["searches"] == 1 and fields["vector_calls"] >= 1 and fields["results"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("body", "b64", "says"),
+    [
+        ("@@@not-base64", True, "not valid base64"),
+        ('{"query": "x", "limit": ' + "9" * 5000 + "}", False, "4300 digits"),
+        ('{"query": "x", "score_threshold": NaN}', False, "NaN is not a number JSON allows"),
+        ('{"query": "x", "score_threshold": -Infinity}', False, "-Infinity is not a number"),
+        ('{"query": "x", "score_threshold": 7}', False, "score_threshold: Input should be less than or equal to 1"),
+        ('{"query": "\\ud800 refund"}', False, "unpaired surrogate"),
+        ("[" * 100_000, False, "nested too deeply"),
+    ],
+)
+def test_malformed_bodies_are_400s(api, body, b64, says):
+    ev = event("api/find.json")
+    ev["body"], ev["isBase64Encoded"] = body, b64
+    resp = api.handler(ev)
+    assert resp["statusCode"] == 400 and says in body_of(resp)["message"], resp["body"][:300]
+
+
+def body_of(resp: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(resp["body"])
+
+
+def test_a_lone_surrogate_is_refused_by_the_library_too(world):
+    from cairn.errors import RequestError
+
+    cairn = world["services"]().cairn("acme")
+    with pytest.raises(RequestError, match="unpaired surrogate"):
+        cairn.find("\ud800 refund")
+    sid = world["sessions"].create("acme").id
+    with pytest.raises(RequestError, match="unpaired surrogate"):
+        world["sessions"].append("acme", sid, "user", "hi \udfff")

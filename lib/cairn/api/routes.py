@@ -13,6 +13,8 @@ page; L2 bodies and folder listings are paged.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import uuid
 from typing import Annotated, Any
@@ -250,6 +252,49 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
         return Response(500, "application/json", json.dumps(body))
 
     return app
+
+
+def resolve(app: APIGatewayHttpResolver, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Answer one API Gateway event (both doors call this). The body is checked first, so that
+    a body that is not base64 when it says so, not UTF-8, not JSON, nested too deeply, with a
+    number of thousands of digits, with NaN/Infinity or a lone surrogate is a 400, not a 500."""
+    problem = body_problem(event)
+    if problem is not None:
+        rid = str((event.get("requestContext") or {}).get("requestId") or uuid.uuid4())
+        body = {**RequestError(problem).to_dict(), "request_id": rid}
+        return {"statusCode": 400, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body)}
+    return app.resolve(event, context)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows; send a finite number")
+
+
+def body_problem(event: dict[str, Any]) -> str | None:
+    """What is wrong with an event's body, or None when it is JSON a route can read (or absent)."""
+    raw = event.get("body")
+    if raw in (None, ""):
+        return None
+    if event.get("isBase64Encoded"):
+        try:
+            raw = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            return "the request body is marked base64 but is not valid base64"
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return "the request body is not UTF-8 text; send JSON encoded as UTF-8"
+    try:
+        data = json.loads(raw, parse_constant=_no_constant)
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        return "the request body is nested too deeply; flatten it"
+    except UnicodeEncodeError:
+        return "the request body holds an unpaired surrogate (a broken \\ud800-\\udfff escape); send valid Unicode text"
+    except ValueError as exc:
+        return f"the request body is not valid JSON: {exc}"
+    return None
 
 
 def _problem(error: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl
 from ..errors import CairnError, ConfigError, PayloadTooLarge, Unauthorized, require
 from ..services import Services
 from .auth import ApiKeys, AuthorizerConfig, Caller
-from .routes import build_app
+from .routes import build_app, resolve
 
 MAX_BODY_BYTES = 6 * 1024 * 1024  # API Gateway's and Lambda's request payload limit
 PUBLIC = frozenset({"/v1/health", "/v1/openapi.json"})  # answer without credentials
@@ -109,7 +109,7 @@ class LocalDoor:
 
     def resolve(self, event: dict[str, Any]) -> dict[str, Any]:
         with self._lock:  # the resolver keeps the current event on its class: one request at a time
-            return self.app.resolve(event, None)
+            return resolve(self.app, event, None)
 
 
 def _error(exc: CairnError, request_id: str) -> dict[str, Any]:

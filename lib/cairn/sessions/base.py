@@ -135,6 +135,10 @@ def check_content(content: Any) -> str:
             f"message content has {len(content):,} characters; the limit is {MAX_CONTENT_CHARS:,} "
             "(split it, or store large tool output elsewhere and append a reference)"
         )
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RequestError("message content holds an unpaired surrogate (a broken \\ud800-\\udfff escape); send valid Unicode text") from None
     return content
 
 
