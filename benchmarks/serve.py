@@ -38,7 +38,7 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
     docs = [Document(path=(d["_id"],), text=d["text"] or d["title"], title=d["title"]) for d in ds.corpus]
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
-        cached = Services(Settings(home=home), embedder=CachedEmbedder(LocalEmbedder(), "scifact"), reranker=None)
+        cached = Services(Settings(home=home), embedder=CachedEmbedder(LocalEmbedder()), reranker=None)
         cached.cairn("default").ingestor().ingest(docs, ROOT)
         services = Services(Settings(home=home), embedder=LocalEmbedder(), reranker=None)  # queries: the real model
         cairn = services.cairn("default")

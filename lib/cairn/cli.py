@@ -22,10 +22,10 @@ from typing import Any
 from .errors import CairnError, RequestError
 
 DEMO_DIALOGUE = (
-    ("user", "We want to run cairn on AWS."),
-    ("assistant", "Good: for the vector store you can use Amazon OpenSearch Service."),
+    ("user", "I am reading the concepts pages of the docs."),
+    ("assistant", "Good: they explain URIs and how retrieval works."),
 )
-DEMO_FOLLOW_UP = "Which auth options does it take?"
+DEMO_FOLLOW_UP = "What are the three levels?"  # "concepts" names a folder: the search is scoped to it
 DEMO_QUESTIONS = (
     "How do I install cairn and try it?",
     "Which filter operators can I use?",
@@ -144,7 +144,11 @@ def print_table(result: Any, show_provenance: bool = False) -> None:
     matches = result.all()
     plan = result.query_plan
     if plan is not None and plan.planner != "raw":
-        queries = "; ".join(f"{q.query!r} ({q.context_type.value if q.context_type else 'all'})" for q in plan.queries)
+        queries = "; ".join(
+            f"{q.query!r} ({q.context_type.value if q.context_type else 'all'})"
+            + (f" in {', '.join(q.target_uris)}" if q.target_uris else "")
+            for q in plan.queries
+        )
         print(f"  plan [{plan.planner}{', fallback' if plan.fallback else ''}]: {queries or 'no retrieval needed'}")
     if not matches:
         print("  (no results above the score threshold)")
@@ -187,7 +191,9 @@ def print_provenance(p: dict[str, Any]) -> None:
 
 
 def _find_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {"limit": args.limit, "include_provenance": args.explain}
+    options: dict[str, Any] = {"include_provenance": args.explain, "collapse_chunks": args.collapse_chunks}
+    if args.limit is not None:
+        options["limit"] = args.limit
     if args.mode:
         options["mode"] = args.mode
     if args.type:
@@ -199,8 +205,8 @@ def _find_options(args: argparse.Namespace) -> dict[str, Any]:
             options["filter"] = json.loads(args.filter)
         except json.JSONDecodeError as exc:
             raise RequestError(f"--filter is not valid JSON: {exc.msg} at character {exc.pos}") from None
-    if args.hybrid:
-        options["hybrid"] = True
+    if args.hybrid is not None:
+        options["hybrid"] = args.hybrid
     if getattr(args, "rerank", None) is not None:
         options["rerank"] = args.rerank
     return options
@@ -356,13 +362,16 @@ def build_parser() -> argparse.ArgumentParser:
         f.add_argument("query")
         if name == "search":
             f.add_argument("--session", help="session id (from `cairn session new`)")
-        f.add_argument("--limit", type=int, default=5)
+        f.add_argument("--limit", type=int, help="results per typed query (default CAIRN_DEFAULT_LIMIT, 5)")
         f.add_argument("--mode", choices=["quick", "thinking"], help="quick: one search; thinking: hierarchical")
         f.add_argument("--type", choices=["memory", "resource", "skill"])
         f.add_argument("--target", action="append", help="search only under this URI (repeatable)")
         f.add_argument("--filter", help='Mongo-style filter as JSON, e.g. \'{"level": 2}\'')
         f.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None, help="rerank the candidates")
-        f.add_argument("--hybrid", action="store_true", help="quick mode: fuse dense and BM25 rankings")
+        f.add_argument("--hybrid", action=argparse.BooleanOptionalAction, default=None,
+                       help="fuse dense and keyword scores (default: find yes, search no; CAIRN_FIND_HYBRID, CAIRN_SEARCH_HYBRID)")
+        f.add_argument("--all-chunks", dest="collapse_chunks", action="store_false", default=True,
+                       help="list every matching chunk of a document, not only its best one")
         f.add_argument("--json", action="store_true", help="print the result as JSON")
         f.add_argument("--explain", action="store_true", help="show provenance: how each match was found")
         f.set_defaults(func=cmd_find if name == "find" else cmd_search)
@@ -401,6 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = build_parser().parse_args(argv)
+    if not (os.environ.get("CAIRN_LOG_LEVEL") or os.environ.get("POWERTOOLS_LOG_LEVEL")):
+        from .observability.logging import configure_logging
+
+        # a command prints its answer; warnings and errors only on stderr. `cairn serve` logs its requests.
+        configure_logging(level="INFO" if args.command == "serve" else "WARNING")
     try:
         return args.func(args)
     except CairnError as exc:

@@ -8,7 +8,8 @@ Services are built from these settings in one place: :mod:`cairn.services`.
 Environment variables (all optional; the embedded default needs none)::
 
     CAIRN_HOME, CAIRN_TENANT, CAIRN_SCORE_THRESHOLD, CAIRN_DEFAULT_LIMIT, CAIRN_PLANNER,
-    CAIRN_ALPHA, CAIRN_HOTNESS_WEIGHT, CAIRN_STATE_MACHINE_ARN
+    CAIRN_ALPHA, CAIRN_HOTNESS_WEIGHT, CAIRN_STATE_MACHINE_ARN, CAIRN_FIND_HYBRID, CAIRN_SEARCH_HYBRID,
+    CAIRN_PLANNER_MIN_CONFIDENCE, CAIRN_PLANNER_STOP_WORDS (comma-separated)
     CAIRN_STORE=local|pinecone|opensearch     + CAIRN_STORE_PATH, CAIRN_PINECONE_*, CAIRN_OPENSEARCH_*
     CAIRN_EMBEDDER=local|bedrock|litellm      + CAIRN_EMBEDDING_MODEL, _DIMENSION, _REGION,
                                                 CAIRN_EMBEDDING_BASE_URL, _API_KEY, _BATCH_SIZE
@@ -228,11 +229,15 @@ class Settings(_Settings):
     content: ContentSettings = Field(default_factory=LocalContentSettings)  # full bodies
     llm: LLMSettings | None = None  # None: no LLM (the embedded default)
     planner: Literal["auto", "raw", "session-rewrite", "llm"] = "auto"  # auto: llm if configured
-    rerank: RerankSettings = Field(default_factory=LocalRerankSettings)
+    rerank: RerankSettings = Field(default_factory=NoRerankSettings)  # local rescoring lowered quality where measured
     score_threshold: float = Field(default=0.1, ge=0.0, le=1.0, allow_inf_nan=False)
     default_limit: int = Field(default=5, ge=1, le=100)
     alpha: float = Field(default=0.3, ge=0.0, le=1.0)  # thinking mode's propagation weight
     hotness_weight: float = Field(default=0.0, ge=0.0, le=1.0)
+    find_hybrid: bool = True  # find() fuses dense and keyword scores unless the request says
+    search_hybrid: bool = False  # search(): dense (scoped to a folder, keywords hurt where measured)
+    planner_min_confidence: float = Field(default=0.55, ge=0.0, le=1.0)  # scope only above this
+    planner_stop_words: tuple[str, ...] = ()  # words of the tenant's domain that are never names
     state_machine_arn: str | None = None  # run search() through the Express workflow (Lambda)
 
 
@@ -258,7 +263,7 @@ def _env_services(env: dict[str, str]) -> dict[str, Any]:
     data["content"] = {"backend": "s3" if content.get("bucket") else "local", **content}
     if env.get("CAIRN_LLM_PROVIDER") or env.get("CAIRN_LLM_MODEL"):
         data["llm"] = _prefixed(env, "CAIRN_LLM_")
-    data["rerank"] = {"kind": env.get("CAIRN_RERANKER") or "local", **_prefixed(env, "CAIRN_RERANK_")}
+    data["rerank"] = {"kind": env.get("CAIRN_RERANKER") or "none", **_prefixed(env, "CAIRN_RERANK_")}
     return data
 
 
@@ -281,7 +286,8 @@ def _for_chosen(fields: dict[str, Any], family: tuple[type[BaseModel], ...], tag
     return {k: v for k, v in fields.items() if k in chosen.model_fields or k not in known}
 
 
-_SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn")
+_SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn",
+            "find_hybrid", "search_hybrid", "planner_min_confidence")
 
 
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -302,6 +308,8 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         value = env.get(f"{ENV_PREFIX}{key.upper()}")
         if value:
             data[key] = value
+    if env.get("CAIRN_PLANNER_STOP_WORDS"):
+        data["planner_stop_words"] = tuple(w.strip() for w in env["CAIRN_PLANNER_STOP_WORDS"].split(",") if w.strip())
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Settings.model_validate(data)

@@ -92,7 +92,7 @@ class Cairn:
     def find(self, query: str | FindRequest, **options: Any) -> FindResult:
         """One query, no session, no planning: quick mode unless ``mode='thinking'``."""
         rerank = options.pop("rerank", False)
-        request = self._request(query, options, default_mode="quick")
+        request = self.with_defaults(self._request(query, options, default_mode="quick"), search=False)
         return self._run(request, stages.plan(request), rerank=rerank)
 
     def search(self, query: str | FindRequest, session_id: str | None = None, **options: Any) -> FindResult:
@@ -101,7 +101,7 @@ class Cairn:
         With a session, the plan reads its summary and recent messages, and the result becomes
         the session's prefetched context."""
         rerank = options.pop("rerank", True)
-        request = self._request(query, options, default_mode="thinking")
+        request = self.with_defaults(self._request(query, options, default_mode="thinking"), search=True)
         view = self.session_view(session_id)
         plan = stages.plan(request, self.planner, view)
         if not plan.queries:  # "no retrieval needed": return at once
@@ -111,6 +111,14 @@ class Cairn:
         if session_id is not None:
             self.sessions.set_prefetched(self.tenant, session_id, result.to_dict())
         return result
+
+    def with_defaults(self, request: FindRequest, *, search: bool) -> FindRequest:
+        """``request`` with what it leaves to the settings filled in: hybrid (``find_hybrid`` /
+        ``search_hybrid``, each chosen by measurement)."""
+        if request.hybrid is not None:
+            return request
+        cfg = self.services.settings
+        return request.model_copy(update={"hybrid": cfg.search_hybrid if search else cfg.find_hybrid})
 
     def session_view(self, session_id: str | None) -> Any:
         """The session a search plans with (None without one); a clear error without a store."""

@@ -44,7 +44,8 @@ class FindRequest(BaseModel):
     user: str | None = None
     limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
     mode: Literal["quick", "thinking"] = "quick"
-    hybrid: bool = False  # quick mode: fuse dense and BM25 (RRF) where the backend can
+    hybrid: bool | None = None  # fuse dense and keyword scores where the backend can; None: the settings' default
+    collapse_chunks: bool = True  # one result per document (its best chunk); False: every chunk
     filter: dict[str, Any] | None = None
     score_threshold: float | None = Field(default=None, ge=-1.0, le=1.0, allow_inf_nan=False)
     include_provenance: bool = False

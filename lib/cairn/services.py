@@ -220,14 +220,17 @@ class Services:
         from .planning.session_planner import SessionRewritePlanner
         from .retrieval.scope import roots_for
 
-        resolver = FolderResolver(self.store, tenant)
+        cfg = self.settings
+        resolver = FolderResolver(self.store, tenant, min_confidence=cfg.planner_min_confidence, stop_words=cfg.planner_stop_words)
+        roots = lambda ct: roots_for(ct, (), None)  # noqa: E731
         if choice == "llm":
             if self.llm is None:
                 raise ConfigError("planner 'llm' needs an LLM: set CAIRN_LLM_PROVIDER and CAIRN_LLM_MODEL")
             from .planning.intent import IntentAnalyzer
 
-            return IntentAnalyzer(self.llm, timeout_s=self.settings.llm.timeout_s if self.settings.llm else 5.0)
-        return SessionRewritePlanner(resolver=resolver, roots=lambda ct: roots_for(ct, (), None))
+            # the LLM proposes the names; the tenant's own folder names check them
+            return IntentAnalyzer(self.llm, timeout_s=cfg.llm.timeout_s if cfg.llm else 5.0, resolver=resolver, roots=roots)
+        return SessionRewritePlanner(resolver=resolver, roots=roots, stop_words=cfg.planner_stop_words)
 
     def tenant_stats(self, tenant: str) -> RetrievalStats:
         """One tenant's retrieval statistics in this process (what ``GET /v1/stats`` shows)."""

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from pydantic import BaseModel, Field
 
-from .assemble import DEFAULT_THRESHOLD, above_threshold, blend_hotness, dedupe_by_uri, to_match
+from .assemble import DEFAULT_THRESHOLD, above_threshold, blend_hotness, dedupe_by_uri, document_key, to_match
 from .embeddings import Embedder
 from .models import Candidate, FindResult, MatchedContext, QueryPlan, QueryResult, ThinkingTrace, TypedQuery
 from .planning.base import Planner, raw_query
@@ -58,7 +58,7 @@ def retrieve(
     roots = roots_for(typed_query.context_type, typed_query.target_uris, request.user)
     hand_on = 2 * request.limit if rerank_follows else request.limit
     hybrid_text = typed_query.query if request.hybrid else None  # dense + keyword, in either mode
-    collapse = getattr(request, "collapse_chunks", True)  # one result per document unless asked
+    collapse = request.collapse_chunks  # one result per document unless asked
     if request.mode == "thinking":
         cfg = thinking or ThinkingConfig()
         if request.score_threshold is not None:
@@ -107,15 +107,16 @@ def rerank(
     best: dict[str, MatchedContext] = {}  # a URI found by several typed queries is listed once
     for out in outputs:
         rescored = _rescore(out, reranker, hotness_weight)
-        kept = dedupe_by_uri(above_threshold(rescored, threshold))[: request.limit]
+        kept = dedupe_by_uri(above_threshold(rescored, threshold), request.collapse_chunks)[: request.limit]
         out.trace.stats.candidates_excluded += len(out.candidates) - len(kept)
         matches = [to_match(c) for c in kept]
         result.query_results.append(
             QueryResult(query=out.query, matches=matches, tiers={m.uri: c.reason for m, c in zip(matches, kept)}, trace=out.trace)
         )
-        for m in matches:
-            if m.uri not in best or m.score > best[m.uri].score:
-                best[m.uri] = m
+        for m in matches:  # one entry per URI (per document when collapsing) across typed queries
+            key = document_key(m.uri) if request.collapse_chunks else m.uri
+            if key not in best or m.score > best[key].score:
+                best[key] = m
     for m in sorted(best.values(), key=lambda m: -m.score):
         getattr(result, m.context_type.bucket).append(m)
     return result

@@ -245,6 +245,7 @@ def search(services: Services, tenant: str, request: FindRequest, session_id: st
     ``settings.state_machine_arn`` is set (Lambda), else in process. Either way the result
     becomes the session's prefetched context and the statistics are recorded."""
     cairn = services.cairn(tenant)
+    request = cairn.with_defaults(request, search=True)
     if not services.settings.state_machine_arn:
         result = cairn.search(request, session_id, rerank=rerank)
         from .observability.usage import record_usage, retrieval_counts

@@ -266,7 +266,7 @@ def test_search_in_process_plans_and_finds(api):
     resp = api.handler(event("api/search.json"))  # JWT claim custom:tenant = acme
     assert resp["statusCode"] == 200, resp
     out = body(resp)
-    assert out["resources"][0]["uri"] == REFUNDS
+    assert REFUNDS in [m["uri"] for m in out["resources"][:2]]  # the refunds page, or its folder first
     assert out["query_plan"]["planner"] == "session-rewrite"
 
 

@@ -102,7 +102,8 @@ def test_hybrid_fuses_both_rankings(tmp_path):
     s = _docs_store(tmp_path)
     hits = s.query(VectorQuery(tenant="acme", vector=list(onehot(2)), text="refund", mode="hybrid", limit=3))
     assert hits[0].record.title == "Cards"  # first in dense, second in keyword
-    assert hits[0].score == pytest.approx(1 / 61 + 1 / 62)
+    # fused on one 0..1 scale: its full dense score weighed in, and part of the keyword share
+    assert 0.7 < hits[0].score < 1.0
 
 
 def test_bm25s_is_imported_only_by_a_keyword_query(tmp_path):

@@ -61,6 +61,7 @@ def test_find_result_to_dict_shape():
         "abstract": "a",
         "tags": ["x"],
         "title": "",
+        "citation": None,
     }
     assert d["skills"] == []
 

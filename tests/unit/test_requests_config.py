@@ -54,7 +54,7 @@ def test_service_settings_come_from_the_environment():
     assert (s.llm.provider, s.llm.model, s.llm.timeout_s) == ("openai", "gpt-4o-mini", 5.0)
     assert (s.content.backend, s.content.bucket) == ("s3", "bodies") and s.alpha == 0.4
     defaults = load_settings({})
-    assert defaults.llm is None and defaults.rerank.kind == "local" and defaults.sessions.backend == "sqlite"
+    assert defaults.llm is None and defaults.rerank.kind == "none" and defaults.sessions.backend == "sqlite"
 
 
 def test_bad_service_settings_name_what_is_allowed():

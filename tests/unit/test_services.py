@@ -17,7 +17,7 @@ from cairn.config import (
     LocalContentSettings,
     LocalEmbedderSettings,
     LocalStoreSettings,
-    NoRerankSettings,
+    LocalRerankSettings,
     OpenAILLMSettings,
     S3ContentSettings,
     Settings,
@@ -59,12 +59,16 @@ def _probes(tmp: Path) -> dict[str, Any]:
         "llm": (OpenAILLMSettings(model="m", base_url="http://llm.test/v1", api_key="k"),
                 lambda s: s.llm is not None and (s.llm.model, s.llm.base_url) == ("m", "http://llm.test/v1")),
         "planner": ("raw", lambda s: s.planner("acme") is None),
-        "rerank": (NoRerankSettings(), lambda s: s.reranker is None),
+        "rerank": (LocalRerankSettings(), lambda s: s.reranker is not None),
         "score_threshold": (0.42, lambda s: s.cairn().thinking.threshold == 0.42),
         "default_limit": (7, lambda s: s.cairn()._request("q", {}, "quick").limit == 7),
         "alpha": (0.9, lambda s: s.cairn().thinking.alpha == 0.9),
         "hotness_weight": (0.25, lambda s: s.cairn().hotness_weight == 0.25),
         "state_machine_arn": ("arn:aws:states:us-east-1:1:stateMachine:x", arn_used),
+        "find_hybrid": (False, lambda s: s.cairn().with_defaults(FindRequest(query="q"), search=False).hybrid is False),
+        "search_hybrid": (True, lambda s: s.cairn().with_defaults(FindRequest(query="q"), search=True).hybrid is True),
+        "planner_min_confidence": (0.9, lambda s: s.planner("acme").resolver.min_confidence == 0.9),
+        "planner_stop_words": (("acme",), lambda s: "acme" in s.planner("acme").resolver.names.stop_words),
     }
 
 

@@ -52,7 +52,7 @@ class VectorHit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     record: ContextRecord
-    score: float  # cosine similarity for dense; backend relevance for keyword; RRF for hybrid
+    score: float  # cosine similarity for dense; backend relevance for keyword; fused 0..1 for hybrid
 
 
 class Capabilities(BaseModel):
