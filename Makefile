@@ -44,9 +44,10 @@ test-unit: dev
 serve: install
 	$(VENV)/bin/cairn serve
 
-# the OpenAPI document of the /v1 route table, committed as docs/openapi.json (a test compares them)
+# the OpenAPI document of the /v1 route table (docs/openapi.json) and the API's events in template.yaml
 openapi: dev
 	$(PY) -c "from cairn.api import openapi_document; open('docs/openapi.json', 'w').write(openapi_document())"
+	$(PY) infra/api_events.py
 
 # every Lambda function built for python3.12 on arm64 with only what it imports; fails over 250 MB
 package: dev

@@ -236,9 +236,14 @@ def cmd_session(args: argparse.Namespace) -> int:
         session = sessions.create(tenant, user=args.user)
         print(session.id)
     elif args.session_command == "add":
-        msg = sessions.append(tenant, args.session_id, args.role, args.content)
-        sessions.compress_if_needed(tenant, args.session_id)
+        msg = sessions.append(tenant, args.session_id, args.role, args.content, name=args.name, created_at=args.at)
+        services.cairn().after_append(args.session_id)  # commits and compresses when the session is full
         print(f"added message {msg.seq} to {args.session_id}")
+    elif args.session_command == "commit":
+        done = services.cairn().commit(args.session_id)
+        print(f"committed {args.session_id} through message {done.committed_through}: {done.messages} new messages -> "
+              f"{len(done.episodes)} archived turns, {len(done.extracted)} memories ({done.extractor})"
+              + (f"; {done.missed} messages were summarised before any commit" if done.missed else ""))
     elif args.session_command == "delete":
         deleted = sessions.delete(tenant, args.session_id)
         print(f"deleted {args.session_id}" if deleted else f"no session {args.session_id}")
@@ -248,6 +253,19 @@ def cmd_session(args: argparse.Namespace) -> int:
             print(f"summary: {view.summary}")
         for m in view.recent:
             print(f"{m.seq:>4} {m.role:<9} {m.content}")
+    return 0
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    metadata: dict[str, str] = {}
+    for item in args.meta or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise RequestError(f"--meta {item!r}: write KEY=VALUE")
+        metadata[key.strip()] = value
+    done = _service(args).remember(args.user, args.text, args.category, key=args.key, title=args.title,
+                                   metadata=metadata or None, source=args.source)
+    print(f"{'created' if done.created else ('updated' if done.changed else 'unchanged')} {done.uri}")
     return 0
 
 
@@ -383,13 +401,27 @@ def build_parser() -> argparse.ArgumentParser:
     add = ses_sub.add_parser("add", help="append a message")
     add.add_argument("session_id")
     add.add_argument("content")
-    add.add_argument("--role", default="user", choices=["user", "assistant", "system", "tool"])
+    add.add_argument("--role", default="user", choices=["user", "assistant"])
+    add.add_argument("--name", help="who said it")
+    add.add_argument("--at", type=float, help="when it was said (epoch seconds; default now)")
+    commit = ses_sub.add_parser("commit", help="turn the session's new messages into memories of its user")
+    commit.add_argument("session_id")
     show = ses_sub.add_parser("show", help="print the summary and recent messages")
     show.add_argument("session_id")
     show.add_argument("--recent", type=int, default=20)
     delete = ses_sub.add_parser("delete", help="delete a session and its messages")
     delete.add_argument("session_id")
     ses.set_defaults(func=cmd_session)
+
+    rem = sub.add_parser("remember", help="add or update one memory of an end user (its siblings stay)")
+    rem.add_argument("text")
+    rem.add_argument("--user", required=True, help="the end user the memory is about")
+    rem.add_argument("--category", required=True, help="e.g. preferences, profile, events")
+    rem.add_argument("--key", help="the memory's name in its category (default: from the text)")
+    rem.add_argument("--title")
+    rem.add_argument("--meta", action="append", metavar="KEY=VALUE", help="metadata (repeatable)")
+    rem.add_argument("--source", help="where it comes from (a URL, a message id)")
+    rem.set_defaults(func=cmd_remember)
 
     srv = sub.add_parser("serve", help="serve the /v1 HTTP API on this machine (the same routes as the deployed API)")
     srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; others need API keys)")

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from . import errors
 from .api.models import Contents, Deleted, Health, IngestSummary, Tree
+from .memory import CommitResult, RememberResult
 from .models import FindResponse
 from .sessions.base import Message, Session, SessionView
 
@@ -175,6 +176,17 @@ class CairnClient:
                           headers={"idempotency-key": key}, safe=True)
         return Message.model_validate(data)
 
+    # ------------------------------------------------------------------ memory
+
+    def remember(self, text: str, category: str, *, user: str | None = None, **fields: Any) -> RememberResult:
+        """``POST /v1/memories``: add or update one memory (key, title, metadata, source in ``fields``)."""
+        body = _given(user=user, text=text, category=category, **fields)
+        return RememberResult.model_validate(self._send("POST", "/v1/memories", json=body, safe=True))
+
+    def commit(self, session_id: str) -> CommitResult:
+        """``POST /v1/sessions/{id}/commit``: the session's new messages become memories (twice adds nothing)."""
+        return CommitResult.model_validate(self._send("POST", f"/v1/sessions/{session_id}/commit", safe=True))
+
     # ------------------------------------------------------------------ content
 
     def put_documents(self, root_uri: str, documents: Sequence[Mapping[str, Any]], *, sync: bool = False) -> IngestSummary:
@@ -274,6 +286,13 @@ class AsyncCairnClient:
         data = await self._send("POST", f"/v1/sessions/{session_id}/messages", json=body,
                                 headers={"idempotency-key": key}, safe=True)
         return Message.model_validate(data)
+
+    async def remember(self, text: str, category: str, *, user: str | None = None, **fields: Any) -> RememberResult:
+        body = _given(user=user, text=text, category=category, **fields)
+        return RememberResult.model_validate(await self._send("POST", "/v1/memories", json=body, safe=True))
+
+    async def commit(self, session_id: str) -> CommitResult:
+        return CommitResult.model_validate(await self._send("POST", f"/v1/sessions/{session_id}/commit", safe=True))
 
     async def put_documents(self, root_uri: str, documents: Sequence[Mapping[str, Any]], *, sync: bool = False) -> IngestSummary:
         body = {"root_uri": root_uri, "documents": list(documents), "sync": sync}

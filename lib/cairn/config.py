@@ -9,7 +9,8 @@ Environment variables (all optional; the embedded default needs none)::
 
     CAIRN_HOME, CAIRN_TENANT, CAIRN_SCORE_THRESHOLD, CAIRN_DEFAULT_LIMIT, CAIRN_PLANNER,
     CAIRN_ALPHA, CAIRN_HOTNESS_WEIGHT, CAIRN_STATE_MACHINE_ARN, CAIRN_FIND_HYBRID, CAIRN_SEARCH_HYBRID,
-    CAIRN_PLANNER_MIN_CONFIDENCE, CAIRN_PLANNER_STOP_WORDS (comma-separated)
+    CAIRN_PLANNER_MIN_CONFIDENCE, CAIRN_PLANNER_STOP_WORDS (comma-separated), CAIRN_MEMORY_EXTRACTION,
+    CAIRN_MEMORY_WINDOW, CAIRN_MEMORY_HYBRID, CAIRN_RECORD_USE
     CAIRN_STORE=local|pinecone|opensearch     + CAIRN_STORE_PATH, CAIRN_PINECONE_*, CAIRN_OPENSEARCH_*
     CAIRN_EMBEDDER=local|bedrock|litellm      + CAIRN_EMBEDDING_MODEL, _DIMENSION, _REGION,
                                                 CAIRN_EMBEDDING_BASE_URL, _API_KEY, _BATCH_SIZE
@@ -238,6 +239,10 @@ class Settings(_Settings):
     search_hybrid: bool = False  # search(): dense (scoped to a folder, keywords hurt where measured)
     planner_min_confidence: float = Field(default=0.55, ge=0.0, le=1.0)  # scope only above this
     planner_stop_words: tuple[str, ...] = ()  # words of the tenant's domain that are never names
+    memory_extraction: Literal["auto", "llm", "archive"] = "auto"  # auto: typed memories with an LLM, else archive turns
+    memory_window: int = Field(default=1, ge=1, le=20)  # turns per archived episode (1 measured best on LoCoMo)
+    memory_hybrid: bool = True  # memory searches fuse dense and keyword scores (measured on LoCoMo)
+    record_use: bool = True  # count what is returned and read (hotness), written off the request path
     state_machine_arn: str | None = None  # run search() through the Express workflow (Lambda)
 
 
@@ -287,7 +292,8 @@ def _for_chosen(fields: dict[str, Any], family: tuple[type[BaseModel], ...], tag
 
 
 _SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn",
-            "find_hybrid", "search_hybrid", "planner_min_confidence")
+            "find_hybrid", "search_hybrid", "planner_min_confidence", "memory_extraction", "memory_window",
+            "memory_hybrid", "record_use")
 
 
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:

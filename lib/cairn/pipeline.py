@@ -17,16 +17,16 @@ from typing import Any
 
 from . import stages
 from .config import Settings, load_settings
-from .errors import ConfigError, RequestError
+from .errors import ConfigError, Forbidden, RequestError
 from .ingest import IngestReport, Ingestor
 from .ingest.service import Progress, _quiet
-from .models import FindResult
+from .models import ContextType, FindResult
 from .observability.stats import RetrievalStats
 from .requests import FindRequest, parse_request
 from .retrieval.thinking import ThinkingConfig
 from .services import Services
 
-_PARTS = ("reranker", "planner", "sessions", "content", "llm")
+_PARTS = ("reranker", "planner", "sessions", "content", "llm", "recorder")
 
 
 class Cairn:
@@ -93,7 +93,7 @@ class Cairn:
         """One query, no session, no planning: quick mode unless ``mode='thinking'``."""
         rerank = options.pop("rerank", False)
         request = self.with_defaults(self._request(query, options, default_mode="quick"), search=False)
-        return self._run(request, stages.plan(request), rerank=rerank)
+        return self._used(self._run(request, stages.plan(request), rerank=rerank))
 
     def search(self, query: str | FindRequest, session_id: str | None = None, **options: Any) -> FindResult:
         """Plan with the session (if any), then retrieve in thinking mode and rerank.
@@ -103,6 +103,7 @@ class Cairn:
         rerank = options.pop("rerank", True)
         request = self.with_defaults(self._request(query, options, default_mode="thinking"), search=True)
         view = self.session_view(session_id)
+        request = self.for_session_user(request, view)
         plan = stages.plan(request, self.planner, view)
         if not plan.queries:  # "no retrieval needed": return at once
             return FindResult(query_plan=plan)
@@ -110,6 +111,23 @@ class Cairn:
         result.query_plan = plan
         if session_id is not None:
             self.sessions.set_prefetched(self.tenant, session_id, result.to_dict())
+        return self._used(result)
+
+    @staticmethod
+    def for_session_user(request: FindRequest, view: Any) -> FindRequest:
+        """A session belongs to its user: the search reads that user's memories, and no other's."""
+        owner = view.session.user if view is not None else None
+        if owner is None:
+            return request
+        if request.user not in (None, owner):
+            raise Forbidden(f"session {view.session.id!r} belongs to user {owner!r}; it cannot search user {request.user!r}'s memories")
+        return request if request.user == owner else request.model_copy(update={"user": owner})
+
+    def _used(self, result: FindResult) -> FindResult:
+        """Count what was returned (hotness); the store is written later, off the request path."""
+        recorder = self.services.recorder
+        if recorder is not None and result.total:
+            recorder.record_result(self.tenant, result)
         return result
 
     def with_defaults(self, request: FindRequest, *, search: bool) -> FindRequest:
@@ -118,6 +136,8 @@ class Cairn:
         if request.hybrid is not None:
             return request
         cfg = self.services.settings
+        if request.context_type is ContextType.MEMORY:
+            return request.model_copy(update={"hybrid": cfg.memory_hybrid})
         return request.model_copy(update={"hybrid": cfg.search_hybrid if search else cfg.find_hybrid})
 
     def session_view(self, session_id: str | None) -> Any:
@@ -183,4 +203,31 @@ class Cairn:
         """Progressive reading: L0 abstract, L1 overview, L2 full body."""
         from .ingest.reader import read
 
-        return read(self.store, self.content, self.tenant, uri, level)
+        found = read(self.store, self.content, self.tenant, uri, level)
+        if level == 2 and self.services.recorder is not None:
+            self.services.recorder.record_read(self.tenant, found.uri, 2)
+        return found
+
+    # ------------------------------------------------------------------ memory
+
+    def after_append(self, session_id: str) -> Any:
+        """Keep a session bounded after an append: when more messages are held than the store keeps
+        before compressing, the new ones become memories first (for a session with a user), then
+        the oldest are folded into the summary. Returns the commit, if one ran."""
+        sessions = self.sessions
+        view = sessions.get(self.tenant, session_id, recent=0)
+        committed = None
+        if view.unsummarized_count > sessions.max_messages and view.session.user and view.uncommitted_count:
+            committed = self.commit(session_id)
+        sessions.compress_if_needed(self.tenant, session_id)
+        return committed
+
+    def remember(self, user: str, text: str, category: str, **options: Any) -> Any:
+        """Add or update one memory of ``user`` under ``cairn://user/{user}/memories/<category>/...``
+        without touching the others (options: key, title, metadata, source)."""
+        return self.services.memory(self.tenant).remember(user, text, category, **options)
+
+    def commit(self, session_id: str) -> Any:
+        """Turn the session's messages since its last commit into memories of its user (archived
+        turns without an LLM; typed, merged memories with one). Committing twice adds nothing."""
+        return self.services.memory(self.tenant).commit(session_id)

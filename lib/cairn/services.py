@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 _UNSET: Any = object()
 SFN_READ_TIMEOUT_S = 27  # > the state machine's TimeoutSeconds (25), < the API function's timeout (29)
-_SERVICES = ("store", "embedder", "llm", "reranker", "sessions", "content", "sfn", "s3")
+_SERVICES = ("store", "embedder", "llm", "reranker", "sessions", "content", "sfn", "s3", "recorder")
 
 
 class Services:
@@ -167,6 +167,7 @@ class Services:
             from .sessions.compression import LLMSummarizer
 
             options["summarizer"] = LLMSummarizer(self.llm)
+        options["hold_uncommitted"] = True  # never fold a message into the summary before it became memories
         if cfg.backend == "sqlite":
             return open_session_store("sqlite", path=cfg.path or self.settings.home / "sessions.db", **options)
         require("boto3", extra="aws", feature="DynamoDB sessions")
@@ -195,6 +196,31 @@ class Services:
     @cached_property
     def s3(self) -> Any:
         return require("boto3", extra="aws", feature="S3").client("s3")
+
+    def memory(self, tenant: str) -> Any:
+        """``tenant``'s memories (:class:`cairn.memory.MemoryService`): remember, commit."""
+        from .memory import MemoryService
+
+        cfg = self.settings
+        use_llm = cfg.memory_extraction == "llm" or (cfg.memory_extraction == "auto" and cfg.llm is not None)
+        if cfg.memory_extraction == "llm" and cfg.llm is None:
+            raise ConfigError("memory_extraction 'llm' needs an LLM: set CAIRN_LLM_PROVIDER and CAIRN_LLM_MODEL")
+        return MemoryService(self.store, self.embedder, tenant, sessions=self.sessions, content=self.content,
+                             llm=self.llm if use_llm else None, window=cfg.memory_window)
+
+    @cached_property
+    def recorder(self) -> Any:
+        """Counts what is returned and read (hotness), flushed to the store by a background thread;
+        None when ``record_use`` is off."""
+        if not self.settings.record_use:
+            return None
+        import atexit
+
+        from .memory import UseRecorder
+
+        recorder = UseRecorder(self.store)
+        atexit.register(recorder.close)  # what is still buffered is written when the process ends
+        return recorder
 
     def planner(self, tenant: str) -> Any:
         """The planner of ``tenant`` (its folder-name resolver is the tenant's own); None: raw."""

@@ -253,8 +253,8 @@ def search(services: Services, tenant: str, request: FindRequest, session_id: st
         record_usage(tenant, "search", **retrieval_counts(result))
         return result.to_dict(include_provenance=request.include_provenance)
     # refused before any work (and before an LLM planner is paid): a foreign or unknown session,
-    # a filter that does not parse, an input over the state size limit
-    cairn.session_view(session_id)
+    # another user's memories, a filter that does not parse, an input over the state size limit
+    request = cairn.for_session_user(request, cairn.session_view(session_id))
     if request.filter is not None:
         from .filters import parse
 

@@ -168,3 +168,52 @@ def test_appends_fold_old_messages_into_the_summary(acme):
     view = acme.get_session(session.id, recent=100)
     assert view.message_count == 60 and view.summary  # compressed on append, as on AWS
     assert len(view.recent) < 60 and view.recent[-1].content.startswith("message number 59")
+
+
+def memory_uris(result) -> list[str]:
+    return [m.uri for m in result.memories]
+
+
+def test_a_session_of_ann_finds_anns_memories_and_never_bobs(server, acme):
+    ann_tea = acme.remember("Ann is vegetarian and drinks green tea every morning.", "preferences", user="ann", key="drinks")
+    acme.remember("Bob drinks black coffee and eats steak.", "preferences", user="bob", key="drinks")
+    acme.remember("Ann's dog is a beagle called Pixel.", "profile", user="ann", key="dog")
+    assert ann_tea.uri == "cairn://user/ann/memories/preferences/drinks" and ann_tea.created
+    session = acme.create_session(user="ann")
+    acme.append_message(session.id, "user", "What should I drink tomorrow morning?")
+    result = acme.search("what does she like to drink?", session_id=session.id, limit=5)
+    assert "cairn://user/ann/memories/preferences/drinks" in memory_uris(result)
+    assert not [u for u in memory_uris(result) if "/user/bob/" in u]
+    prefetched = acme.get_session(session.id).prefetched  # what the agent finds ready next turn
+    assert prefetched is not None and not [m for m in prefetched["memories"] if "/user/bob/" in m["uri"]]
+    with pytest.raises(Forbidden, match="belongs to user 'ann'"):
+        acme.search("coffee", session_id=session.id, user="bob")
+    # remembering again updates in place: the sibling stays
+    again = acme.remember("Ann is vegetarian and drinks jasmine tea every morning.", "preferences", user="ann", key="drinks")
+    assert not again.created and again.changed
+    assert acme.contents("cairn://user/ann/memories/profile/dog", level=2).text.startswith("Ann's dog")
+
+
+def test_a_key_bound_to_ann_remembers_for_ann_only(server, acme):
+    with CairnClient(server, ANN_KEY, retries=0) as ann:
+        assert ann.remember("Ann prefers window seats.", "preferences", key="seats").uri.startswith("cairn://user/ann/")
+        with pytest.raises(Forbidden):
+            ann.remember("Bob prefers aisle seats.", "preferences", user="bob")
+        bobs = acme.create_session(user="bob")
+        with pytest.raises(Forbidden):
+            ann.commit(bobs.id)
+
+
+def test_committing_a_session_archives_what_was_said_once(server, acme):
+    session = acme.create_session(user="carol")
+    acme.append_message(session.id, "user", "My sister Dana is getting married in Lisbon in June.", name="Carol")
+    acme.append_message(session.id, "assistant", "Congratulations to Dana! Do you need travel ideas?")
+    first = acme.commit(session.id)
+    assert first.messages == 2 and len(first.episodes) == 2 and first.committed_through == 2
+    again = acme.commit(session.id)
+    assert again.messages == 0 and again.episodes == []  # committing twice adds nothing
+    later = acme.create_session(user="carol")
+    found = acme.search("where is the wedding?", session_id=later.id, context_type="memory", limit=5)
+    assert any(u.startswith(f"cairn://user/carol/memories/episodes/{session.id}") for u in memory_uris(found))
+    with pytest.raises(RequestError, match="belongs to no user"):
+        acme.commit(acme.create_session().id)

@@ -673,3 +673,18 @@ def test_a_lone_surrogate_is_refused_by_the_library_too(world):
     sid = world["sessions"].create("acme").id
     with pytest.raises(RequestError, match="unpaired surrogate"):
         world["sessions"].append("acme", sid, "user", "hi \udfff")
+
+
+def test_the_prefetch_of_a_new_message_holds_its_users_memories_only(world, tmp_path):
+    services = world["services"](store=LocalVectorStore(tmp_path / "memories", dimension=384))
+    cairn = services.cairn("acme")
+    cairn.remember("ann", "Ann is allergic to peanuts.", "profile", key="allergy")
+    cairn.remember("bob", "Bob is allergic to shellfish.", "profile", key="allergy")
+    sid = world["sessions"].create("acme", "ann").id
+    world["sessions"].append("acme", sid, "user", "Which food allergy do I have?")
+    mod = load_handler("on_message")
+    mod.services = services
+    assert mod.handler(stream_event(sid, content="Which food allergy do I have?")) == {"batchItemFailures": []}
+    prefetched = world["sessions"].get("acme", sid).prefetched
+    uris = [m["uri"] for m in prefetched["memories"]]
+    assert "cairn://user/ann/memories/profile/allergy" in uris and not [u for u in uris if "/user/bob/" in u]

@@ -69,6 +69,10 @@ def _probes(tmp: Path) -> dict[str, Any]:
         "search_hybrid": (True, lambda s: s.cairn().with_defaults(FindRequest(query="q"), search=True).hybrid is True),
         "planner_min_confidence": (0.9, lambda s: s.planner("acme").resolver.min_confidence == 0.9),
         "planner_stop_words": (("acme",), lambda s: "acme" in s.planner("acme").resolver.names.stop_words),
+        "memory_extraction": ("archive", lambda s: s.settings.llm is not None and s.memory("acme").extractor is None),
+        "memory_window": (3, lambda s: s.memory("acme").window == 3),
+        "memory_hybrid": (False, lambda s: s.cairn().with_defaults(FindRequest(query="q", context_type="memory"), search=True).hybrid is False),
+        "record_use": (False, lambda s: s.recorder is None),
     }
 
 
@@ -76,6 +80,7 @@ def test_every_setting_is_consumed(tmp_path, embedder):
     probes = _probes(tmp_path)
     assert set(probes) == set(Settings.model_fields), "a Settings field without a probe: show where it is consumed"
     base = Settings(home=tmp_path / "base")
+    llm_base = base.model_copy(update={"llm": OpenAILLMSettings(model="m", base_url="http://llm.test/v1")})
     for field, (value, used) in probes.items():
         given: dict[str, Any] = {} if field in ("embedder", "store") else {"embedder": embedder}
         if field == "store":
@@ -84,8 +89,9 @@ def test_every_setting_is_consumed(tmp_path, embedder):
             services = Services(base.model_copy(update={field: value}))
             assert used(services), field
             continue
-        before = Services(base, **given)
-        after = Services(base.model_copy(update={field: value}), **given)
+        start = llm_base if field == "memory_extraction" else base
+        before = Services(start, **given)
+        after = Services(start.model_copy(update={field: value}), **given)
         assert used(after), f"{field} did not reach its service"
         if field != "state_machine_arn":
             assert not used(before), f"the probe of {field} passes without the setting"

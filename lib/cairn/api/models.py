@@ -52,6 +52,18 @@ class MessageAppend(_Body):
     created_at: float | None = Field(default=None, description="when it was said (epoch seconds); default now")
 
 
+class MemoryPut(_Body):
+    """``POST /v1/memories``: one memory of an end user, at ``cairn://user/{user}/memories/<category>/<key>``."""
+
+    user: str | None = Field(default=None, description="the end user (default: the one your credentials are bound to)")
+    text: str = Field(min_length=1, max_length=20_000)
+    category: str = Field(description="e.g. preferences, profile, entities, events, cases")
+    key: str | None = Field(default=None, description="its name in the category; default: derived from the text")
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+    source: str | None = Field(default=None, description="where it comes from: a URL, a message id")
+
+
 class DocumentsPut(_Body):
     """``PUT /v1/documents``: upsert documents under ``root_uri``; their siblings stay unless ``sync``."""
 

@@ -33,6 +33,7 @@ from ..requests import FindRequest
 from ..services import Services
 from .auth import AuthorizerConfig, Caller, caller_of
 from .browse import read_page, tree
+from ..memory import CommitResult
 from .models import (
     Contents,
     Deleted,
@@ -41,6 +42,7 @@ from .models import (
     FindBody,
     Health,
     IngestSummary,
+    MemoryPut,
     MessageAppend,
     SearchBody,
     SessionCreate,
@@ -134,8 +136,26 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
             who.tenant, session_id, body.role, body.content, name=body.name, created_at=body.created_at,
             idempotency_key=idempotency_key,
         )
-        services.sessions.compress_if_needed(who.tenant, session_id)  # on AWS too: sessions never grow unbounded
+        services.cairn(who.tenant).after_append(session_id)  # on AWS too: commit, then fold; sessions stay bounded
         return Response(201, "application/json", message.model_dump(mode="json"))
+
+    @app.post("/v1/sessions/<session_id>/commit", summary="Turn the session's new messages into memories of its user",
+              tags=["memory"])
+    def commit_session(session_id: str) -> CommitResult:
+        who = caller()
+        cairn = services.cairn(who.tenant)
+        who.user_for(cairn.session_view(session_id).session.user)
+        return cairn.commit(session_id)
+
+    @app.post("/v1/memories", summary="Add or update one memory of an end user (its siblings stay)", tags=["memory"])
+    def remember(body: MemoryPut) -> Response[dict[str, Any]]:
+        who = caller()
+        user = who.user_for(body.user)
+        if user is None:
+            raise RequestError("user: name the end user the memory is about")
+        done = services.cairn(who.tenant).remember(user, body.text, body.category, key=body.key, title=body.title,
+                                                   metadata=body.metadata, source=body.source)
+        return Response(201 if done.created else 200, "application/json", done.model_dump(mode="json"))
 
     # ------------------------------------------------------------------ content
 

@@ -311,7 +311,7 @@ class SessionStore(ABC):
                 session = self._load(tenant, session_id)
                 pending = self._messages(tenant, session_id, session.summarized_through)
             fold = pending[: max(0, len(pending) - keep)]
-            if self.hold_uncommitted:  # never drop what memory extraction has not read yet
+            if self.hold_uncommitted and session.user:  # never drop what memory extraction has not read yet
                 fold = [m for m in fold if m.seq <= session.committed_through]
             if not fold:
                 return Compression(summarized_through=session.summarized_through, attempts=attempt)
