@@ -5,18 +5,30 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test test-unit bench install dev clean serve openapi package package-lock
+.PHONY: demo test test-unit bench install dev clean serve openapi package package-lock lock
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e '.[local]'
+# Installs come from lock files with hashes (requirements/*.lock), then cairn itself without deps.
+# `make lock` re-resolves them from pyproject.toml (the one command for upgrades).
+LOCK_LOCAL := requirements/local.lock
+LOCK_DEV   := requirements/dev.lock
+
+$(VENV)/.installed: pyproject.toml $(LOCK_LOCAL) | $(VENV)/bin/python
+	$(PIP) install --require-hashes -r $(LOCK_LOCAL)
+	$(PIP) install --no-deps -e .
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e '.[local,aws,docs,dev]'
+$(VENV)/.dev-installed: pyproject.toml $(LOCK_DEV) | $(VENV)/bin/python
+	$(PIP) install --require-hashes -r $(LOCK_DEV)
+	$(PIP) install --no-deps -e .
 	touch $@
+
+lock: | $(VENV)/bin/python
+	$(PIP) install uv
+	$(VENV)/bin/uv pip compile pyproject.toml --upgrade --generate-hashes --python-version 3.11 --extra local -o $(LOCK_LOCAL)
+	$(VENV)/bin/uv pip compile pyproject.toml --upgrade --generate-hashes --python-version 3.11 --extra local --extra aws --extra docs --extra dev -o $(LOCK_DEV)
 
 install: $(VENV)/.installed
 
