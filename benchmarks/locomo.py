@@ -235,6 +235,8 @@ MODES: dict[str, dict[str, Any]] = {
     "quick_hybrid": {"mode": "quick", "rerank": False, "hybrid": True},
     "search_default": {"mode": "thinking", "rerank": True},
     "search_hybrid": {"mode": "thinking", "rerank": True, "hybrid": True},
+    # what search(context_type="memory") does with the shipped settings: thinking, hybrid (memory_hybrid), no reranker
+    "search_defaults": {"mode": "thinking", "rerank": False, "hybrid": True},
     "memory_search": {"mode": "memory_search", "rerank": False},
     # hotness: every question's top results count as used (written by the recorder's thread) and
     # later questions blend (1-w)·score + w·hotness; measured against quick_hybrid
