@@ -431,6 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     srv.set_defaults(func=cmd_serve)
 
+    from .mcp import add_parser as add_mcp_parser
+
+    add_mcp_parser(sub)
+
     demo = sub.add_parser("demo", help="ingest cairn's docs and answer a few questions")
     demo.add_argument("--docs", help="folder to ingest (default: cairn's docs/)")
     demo.add_argument("--limit", type=int, default=3)

@@ -270,21 +270,11 @@ def running_http(services: "Services", *, keys: "ApiKeys | None" = None, tenant:
                  host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """The streamable HTTP server in a background thread of this process (port 0: a free one);
     yields the endpoint URL (``http://host:port/mcp``). For tests and host applications."""
+    from .api.server import in_thread
+
     app = http_app(services, host=host, keys=keys, tenant=tenant, user=user)
-    server = _uvicorn_server(app, host, port, "warning")
-    thread = threading.Thread(target=server.run, name="cairn-mcp", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise ConfigError(f"cairn mcp did not start on {host}:{port}")
-        time.sleep(0.01)
-    bound = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://{host}:{bound}{HTTP_PATH}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with in_thread(app, host, port, name="cairn mcp") as url:
+        yield f"{url}{HTTP_PATH}"
 
 
 # ---------------------------------------------------------------------- the command

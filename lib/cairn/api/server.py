@@ -174,17 +174,23 @@ def running(services: Services, keys: ApiKeys | None = None, *, host: str = "127
     """``cairn serve`` in a background thread of this process (port 0: a free one); yields its URL.
 
     What the demo, the tests and the benchmark use to call the server as a client would."""
-    uvicorn = require("uvicorn", extra="local", feature="cairn serve")
     check_bind(host, keys)
-    config = uvicorn.Config(LocalDoor(services, keys), host=host, port=port, log_level="warning", lifespan="on",
-                            access_log=False)
+    with in_thread(LocalDoor(services, keys), host, port, name="cairn serve") as url:
+        yield url
+
+
+@contextmanager
+def in_thread(app: Any, host: str, port: int, *, name: str) -> Iterator[str]:
+    """An ASGI ``app`` on uvicorn in a background thread (port 0: a free one); yields ``http://host:port``."""
+    uvicorn = require("uvicorn", extra="local", feature=name)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="cairn-serve", daemon=True)
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise ConfigError(f"cairn serve did not start on {host}:{port}")
+            raise ConfigError(f"{name} did not start on {host}:{port}")
         time.sleep(0.01)
     bound = server.servers[0].sockets[0].getsockname()[1]
     try:
