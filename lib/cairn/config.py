@@ -240,8 +240,8 @@ class Settings(_Settings):
     planner_min_confidence: float = Field(default=0.55, ge=0.0, le=1.0)  # scope only above this
     planner_stop_words: tuple[str, ...] = ()  # words of the tenant's domain that are never names
     memory_extraction: Literal["auto", "llm", "archive"] = "auto"  # auto: typed memories with an LLM, else archive turns
-    memory_window: int = Field(default=1, ge=1, le=20)  # turns per archived episode (1 measured best on LoCoMo)
-    memory_hybrid: bool = True  # memory searches fuse dense and keyword scores (measured on LoCoMo)
+    memory_window: int = Field(default=1, ge=1, le=20)  # turns per archived episode (1 measured best on the conversation benchmark)
+    memory_hybrid: bool = True  # memory searches fuse dense and keyword scores (measured: benchmarks/README.md)
     record_use: bool = True  # count what is returned and read (hotness), written off the request path
     state_machine_arn: str | None = None  # run search() through the Express workflow (Lambda)
 

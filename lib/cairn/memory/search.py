@@ -1,7 +1,7 @@
 """Searching one user's memories, and nothing else: their memory leaves (L2) under
 ``cairn://user/{user}/memories`` (optionally some categories), dense + BM25 fused by the store
 (hybrid) where the backend declares it, else dense. Memories are short and full of names, dates
-and rare words, where keyword matching is as strong as the embedding: on LoCoMo, hybrid finds
+and rare words, where keyword matching is as strong as the embedding: on a conversation benchmark, hybrid finds
 far more of the evidence than dense alone (benchmarks/README.md). Another user's memories cannot
 match: the user's root is part of the filter.
 """

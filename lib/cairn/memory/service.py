@@ -37,7 +37,7 @@ from .models import (
 from .writer import MemoryWriter
 
 log = logging.getLogger("cairn.memory")
-DEFAULT_WINDOW = 1  # turns per episode; chosen on the LoCoMo benchmark (benchmarks/README.md)
+DEFAULT_WINDOW = 1  # turns per episode; chosen by measurement (benchmarks/README.md)
 
 
 class RememberResult(BaseModel):
