@@ -12,7 +12,7 @@ from typing import Any
 from cairn import stages
 from cairn.observability.usage import record_usage, retrieval_counts
 from cairn.services import Services
-from cairn.workflow import RerankInput, parse_state, task_errors
+from cairn.workflow import RerankInput, hydrate, parse_state, task_errors
 
 services = Services()  # built on the first invocation, then reused while the container is warm
 
@@ -22,7 +22,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         inp: RerankInput = parse_state(RerankInput, event)
         cairn = services.cairn(inp.tenant)
         result = stages.rerank(
-            list(inp.retrieved),
+            hydrate(list(inp.retrieved), cairn.store, inp.tenant),  # the state carried references
             inp.request,
             inp.plan,
             reranker=cairn.reranker if inp.rerank else None,

@@ -11,7 +11,7 @@ from typing import Any
 
 from cairn import stages
 from cairn.services import Services
-from cairn.workflow import RetrieveTask, compact, parse_state, task_errors
+from cairn.workflow import RetrieveTask, compact, parse_state, task_errors, to_state
 
 services = Services()  # built on the first invocation, then reused while the container is warm
 
@@ -32,4 +32,4 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             thinking=thinking,
             rerank_follows=task.rerank,
         )
-    return compact(out).model_dump(mode="json")
+    return to_state(compact(out))  # candidates by reference; the Rerank task reads them back

@@ -7,7 +7,7 @@ import math
 from enum import Enum, IntEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MetadataValue = str | int | float | bool | list[str]
 
@@ -81,6 +81,23 @@ class ContextRecord(BaseModel):
     active_count: int = 0
     content_hash: str = ""
     vector: list[float] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_tree_fields(cls, data: Any) -> Any:
+        """A record given by reference (tenant, URI, level: how workflow states carry candidates)
+        gets its id, parent, ancestors, depth, type and owner derived from the URI."""
+        if isinstance(data, dict) and "uri" in data and "ancestors" not in data:
+            from . import uri as uris
+
+            uri = data["uri"]
+            data = {
+                "parent_uri": uris.parent(uri), "ancestors": uris.ancestors(uri), "depth": uris.depth(uri),
+                "context_type": uris.context_type_of(uri), "owner": uris.owner_of(uri), **data,
+            }
+            if "id" not in data and "tenant" in data and "level" in data:
+                data["id"] = record_id(data["tenant"], uri, int(data["level"]))
+        return data
 
     @field_validator("abstract")
     @classmethod

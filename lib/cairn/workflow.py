@@ -59,6 +59,8 @@ __all__ = [
     "WorkflowFailed",
     "WorkflowInput",
     "compact",
+    "hydrate",
+    "to_state",
     "execution_error",
     "parse_state",
     "search",
@@ -70,7 +72,6 @@ __all__ = [
 # to 5 typed queries may run, so each output is kept under this many bytes of JSON.
 RETRIEVE_OUTPUT_BUDGET = 40_000
 MAX_INPUT_BYTES = 64_000  # an execution's input: the Map copies request and plan into every iteration
-MIN_CANDIDATE_TEXT = 300
 MAX_TRACE_EVENTS = 40
 
 
@@ -121,63 +122,67 @@ class RerankInput(_State):
     rerank_failure: str | None = None  # set by the Catch on Rerank: the error the reranker failed with
 
 
-def compact(out: RetrieveOutput, budget: int = RETRIEVE_OUTPUT_BUDGET) -> RetrieveOutput:
-    """The same output, small enough to travel between states (``budget`` bytes of JSON).
+# what a candidate's record carries between states: the rest is derived from the URI when the
+# state is read (ContextRecord) or read back from the store by the Rerank task (hydrate)
+_REFERENCE = {"tenant", "uri", "level"}
 
-    Vectors are dropped and the trace's events capped (its statistics are kept). When that is
-    not enough, every candidate's text and abstract are cut to an equal share (head 75 % + tail
-    25 %, as the rerank token budget cuts documents); if even that does not fit, the
-    lowest-scored candidates are dropped and the trace says so.
+
+def to_state(out: RetrieveOutput) -> dict[str, Any]:
+    """A retrieve output as the workflow state carries it: candidates by reference."""
+    data = out.model_dump(mode="json")
+    for c in data["candidates"]:
+        c["record"] = {k: v for k, v in c["record"].items() if k in _REFERENCE}
+    return data
+
+
+def state_size(out: RetrieveOutput) -> int:
+    return len(json.dumps(to_state(out), separators=(",", ":")).encode())
+
+
+def compact(out: RetrieveOutput, budget: int = RETRIEVE_OUTPUT_BUDGET) -> RetrieveOutput:
+    """The same output, small enough to travel between states (``budget`` bytes) as references.
+
+    Candidates travel by reference (:func:`to_state`: tenant, URI and level, with their score and
+    reason); their text, abstract, title and metadata stay in the store and the Rerank task reads
+    them back in one fetch (:func:`hydrate`), so nothing is cut and the reranker scores the real
+    text. The trace's events are capped (its statistics are kept). Only if even the references do
+    not fit (far beyond ``limit`` = 100) are the lowest-scored candidates dropped, and the trace
+    says so.
     """
-    candidates = [c.model_copy(update={"record": c.record.without_vector()}) for c in out.candidates]
     trace = out.trace.model_copy(deep=True)
     if len(trace.events) > MAX_TRACE_EVENTS:
         dropped = len(trace.events) - MAX_TRACE_EVENTS
         trace.events = trace.events[:MAX_TRACE_EVENTS]
         trace.add("fallback", detail=f"trace cut for transport: {dropped} events dropped")
-    slim = RetrieveOutput(query=out.query, candidates=candidates, trace=trace)
-    if _size(slim) <= budget or not candidates:
+    slim = RetrieveOutput(query=out.query, candidates=list(out.candidates), trace=trace)
+    if state_size(slim) <= budget or not out.candidates:
         return slim
-    bare = [_cut(c, 0) for c in candidates]
-    overhead = _size(RetrieveOutput(query=out.query, candidates=bare, trace=trace))
-    per = max(MIN_CANDIDATE_TEXT, (budget - overhead) // len(candidates) - 16)  # 16: the cut marks
-    cut = [_cut(c, per) for c in candidates]
-    slim = RetrieveOutput(query=out.query, candidates=cut, trace=trace)
-    if _size(slim) <= budget:
-        return slim
-    ranked = sorted(cut, key=lambda c: -c.score)
+    ranked = sorted(out.candidates, key=lambda c: -c.score)
     kept: list[Candidate] = []
-    used = _size(RetrieveOutput(query=out.query, trace=trace)) + 200  # room for the note below
+    used = state_size(RetrieveOutput(query=out.query, trace=trace)) + 200  # room for the note below
     for c in ranked:
-        used += len(c.model_dump_json().encode()) + 1
+        used += state_size(RetrieveOutput(query=out.query, candidates=[c])) - state_size(RetrieveOutput(query=out.query)) + 1
         if used > budget:
             break
         kept.append(c)
-    trace.add("fallback", detail=f"{len(cut) - len(kept)} lowest-scored candidates dropped to fit the state size limit")
+    trace.add("fallback", detail=f"{len(out.candidates) - len(kept)} lowest-scored candidates dropped to fit the state size limit")
     return RetrieveOutput(query=out.query, candidates=kept, trace=trace)
 
 
-def _size(model: BaseModel) -> int:
-    return len(model.model_dump_json().encode())
-
-
-def _shorten(text: str, chars: int) -> str:
-    if len(text) <= chars:
-        return text
-    if chars <= 0:
-        return ""
-    head = int(chars * 0.75)
-    return text[:head] + " ... " + text[len(text) - (chars - head):]
-
-
-def _cut(c: Candidate, chars: int) -> Candidate:
-    """Text and abstract sharing ``chars`` characters (the abstract at most a third)."""
-    rec = c.record
-    abstract = _shorten(rec.abstract, max(chars // 3, chars - len(rec.text)))
-    text = _shorten(rec.text, chars - len(abstract))
-    if text == rec.text and abstract == rec.abstract:
-        return c
-    return c.model_copy(update={"record": rec.model_copy(update={"text": text, "abstract": abstract})})
+def hydrate(outputs: list[RetrieveOutput], store: Any, tenant: str) -> list[RetrieveOutput]:
+    """Read the candidates' records back from the store (one fetch for every typed query), so
+    the reranker and the answer see their full text, abstract and citation. A record deleted in
+    the meantime keeps its reference (and its vector score)."""
+    ids = list(dict.fromkeys(c.record.id for out in outputs for c in out.candidates))
+    if not ids:
+        return outputs
+    found = {r.id: r.without_vector() for r in store.fetch(tenant, ids)}
+    return [
+        out.model_copy(update={"candidates": [
+            c.model_copy(update={"record": found.get(c.record.id, c.record)}) for c in out.candidates
+        ]})
+        for out in outputs
+    ]
 
 
 # --------------------------------------------------------------------------- task errors

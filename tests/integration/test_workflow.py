@@ -107,7 +107,7 @@ def handlers(tmp_path_factory, embedder, moto_server):
     Ingestor(store, embedder, "acme").ingest(DOCS, "cairn://resources/handbook")
     create_table(boto3.client("dynamodb", region_name=REGION, endpoint_url=moto_server), TABLE)
     sessions = open_session_store("dynamodb", table=TABLE, region=REGION, endpoint_url=moto_server)
-    settings = load_settings(env={"CAIRN_HOME": str(home)})
+    settings = load_settings(env={"CAIRN_HOME": str(home), "CAIRN_RERANKER": "local"})  # a reranker in the workflow
     mods = {name: _load(name) for name in FUNCTIONS}
     for mod in mods.values():
         mod.services = Services(settings, store=store, embedder=embedder, sessions=sessions)
@@ -292,8 +292,9 @@ def test_a_new_user_message_prefetches_context_through_the_workflow(moto_server,
     assert prefetched["query_plan"]["queries"]
 
 
+@pytest.mark.parametrize("limit", [5, 100])
 def test_search_with_a_session_gives_the_same_ranked_uris_in_process_and_through_the_workflow(
-    moto_server, state_machine, handlers, handlers_in_process
+    moto_server, state_machine, handlers, handlers_in_process, limit
 ):
     """One composition root: the Lambda path plans with the same entity scoping, threshold and
     reranker as Cairn in process, so the same request over the same data ranks the same URIs."""
@@ -304,7 +305,7 @@ def test_search_with_a_session_gives_the_same_ranked_uris_in_process_and_through
     sessions = handlers["sessions"]
     sid = sessions.create("acme", "ann").id
     sessions.append("acme", sid, "user", "I bought the annual plan and I want my money back.")
-    request = FindRequest(query="how long does it take to reach my card?", mode="thinking", limit=5, score_threshold=0.2)
+    request = FindRequest(query="how long does it take to reach my card?", mode="thinking", limit=limit, score_threshold=0.2)
     local = Services(handlers["settings"], store=handlers["store"], embedder=handlers["embedder"], sessions=sessions)
     in_process = local.cairn("acme").search(request, sid).to_dict()
     deployed = Services(handlers["settings"].model_copy(update={"state_machine_arn": arn}), store=handlers["store"],
@@ -317,6 +318,8 @@ def test_search_with_a_session_gives_the_same_ranked_uris_in_process_and_through
     assert ranked(through_workflow) == ranked(in_process) and ranked(in_process)
     assert all(score > 0.2 for _, score in ranked(in_process))  # the request's threshold reached the final cut
     assert through_workflow["query_plan"] == in_process["query_plan"]
+    # nothing cut on the way: the same abstracts (the state carried references, read back whole)
+    assert [m["abstract"] for m in through_workflow["resources"]] == [m["abstract"] for m in in_process["resources"]]
 
 
 def test_a_failed_rerank_task_still_answers_with_the_retrieval_order(state_machine, handlers, handlers_in_process):

@@ -35,8 +35,11 @@ from cairn.workflow import (
     RetrieveOutput,
     RetrieveTask,
     WorkflowInput,
+    RETRIEVE_OUTPUT_BUDGET,
     compact,
     execution_error,
+    hydrate,
+    state_size,
 )
 from cairn.services import Services
 
@@ -451,21 +454,27 @@ def test_plan_with_an_unknown_session_is_a_task_error(tasks):
         tasks["plan"].handler(ev)
 
 
-def test_compact_keeps_outputs_under_the_state_budget(tasks):
+def test_candidates_travel_by_reference_and_are_read_back_whole(tasks, world):
+    out = RetrieveOutput.model_validate(tasks["retrieve"].handler(event("retrieve.json")))
+    assert out.candidates and all(c.record.text == "" and c.record.abstract == "" for c in out.candidates)
+    (back,) = hydrate([out], world["store"], "acme")
+    assert [(c.uri, c.score) for c in back.candidates] == [(c.uri, c.score) for c in out.candidates]
+    refunds = next(c for c in back.candidates if c.uri == REFUNDS)
+    assert "within 30 days" in refunds.record.text and refunds.record.vector is None  # whole again, not cut
+
+
+def test_compact_keeps_every_candidate_at_limit_100_and_drops_only_past_the_budget(tasks):
     out = RetrieveOutput.model_validate(tasks["retrieve"].handler(event("retrieve.json")))
     leaf = next(c for c in out.candidates if c.record.level == 2)
 
     def fat(n: int) -> RetrieveOutput:
-        big = [leaf.model_copy(update={"score": 1 - i / 100, "record": leaf.record.model_copy(
-            update={"text": f"doc{i} " + "word " * 1600, "vector": [0.1] * 384})}) for i in range(n)]
+        big = [leaf.model_copy(update={"score": 1 - i / 1000, "record": leaf.record.model_copy(
+            update={"uri": f"{leaf.record.uri}-{i}", "text": "word " * 1600, "vector": [0.1] * 384})}) for i in range(n)]
         return RetrieveOutput(query=out.query, candidates=big, trace=out.trace)
 
-    slim = compact(fat(10), budget=20_000)  # texts are cut evenly, every candidate stays
-    assert len(slim.model_dump_json().encode()) <= 20_000
-    assert len(slim.candidates) == 10 and all(c.record.vector is None for c in slim.candidates)
-    assert all(c.record.text.startswith(f"doc{i} ") for i, c in enumerate(slim.candidates))
-    slim = compact(fat(200), budget=20_000)  # too many even when cut: the best are kept, and the trace says so
-    assert len(slim.model_dump_json().encode()) <= 20_000
+    slim = compact(fat(200))  # limit 100 with a reranker after it: 200 candidates, texts of 8,000 characters
+    assert len(slim.candidates) == 200 and state_size(slim) <= RETRIEVE_OUTPUT_BUDGET
+    slim = compact(fat(200), budget=10_000)  # a budget the references cannot meet: the best are kept, the trace says so
     assert 0 < len(slim.candidates) < 200 and slim.candidates[0].score == 1.0
     assert "lowest-scored candidates dropped" in slim.trace.events[-1].detail
 
