@@ -12,7 +12,7 @@ from typing import Any
 from cairn import stages
 from cairn.observability.usage import record_usage, retrieval_counts
 from cairn.services import Services
-from cairn.workflow import RerankInput, hydrate, parse_state, task_errors
+from cairn.workflow import RerankInput, hydrate, parse_state, raise_failure, task_errors
 
 services = Services()  # built on the first invocation, then reused while the container is warm
 
@@ -20,6 +20,9 @@ services = Services()  # built on the first invocation, then reused while the co
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     with task_errors():
         inp: RerankInput = parse_state(RerankInput, event)
+        failed = [out.failure for out in inp.retrieved if out.failure is not None]
+        if failed and len(failed) == len(inp.retrieved):  # nothing to answer with: fail as the first one did
+            raise_failure(failed[0])
         cairn = services.cairn(inp.tenant)
         result = stages.rerank(
             hydrate(list(inp.retrieved), cairn.store, inp.tenant),  # the state carried references

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -30,6 +31,7 @@ class RetrieveOutput(BaseModel):
     query: TypedQuery
     candidates: list[Candidate] = Field(default_factory=list)
     trace: ThinkingTrace = Field(default_factory=ThinkingTrace)
+    failure: dict[str, Any] | None = None  # set by the workflow when this typed query's retrieval failed
 
 
 def plan(request: FindRequest, planner: Planner | None = None, session: SessionView | None = None) -> QueryPlan:

@@ -63,6 +63,7 @@ __all__ = [
     "to_state",
     "execution_error",
     "parse_state",
+    "raise_failure",
     "search",
     "start_sync",
     "task_errors",
@@ -230,6 +231,16 @@ def execution_error(error: str | None, cause: str | None) -> WorkflowFailed:
         status=503 if retryable else 502,
         retryable=retryable,
     )
+
+
+def raise_failure(failure: dict[str, Any]) -> None:
+    """Raise again, under its own name, the error a caught task failed with (``{"Error", "Cause"}``)."""
+    error = str(failure.get("Error") or "")
+    cause = failure.get("Cause")
+    original = _task_payload(cause if isinstance(cause, str) else None)
+    message = json.dumps(original) if original is not None else f"the retrieval failed: {error or 'unknown error'}"
+    retryable = error in (RETRYABLE_ERROR, "States.Timeout", "Lambda.TooManyRequestsException", "Lambda.ServiceException")
+    raise (CairnRetryableError if retryable else CairnTaskError)(message, retryable=retryable)
 
 
 def _task_payload(cause: str | None) -> dict[str, Any] | None:

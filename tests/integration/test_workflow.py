@@ -347,3 +347,40 @@ def test_a_failed_rerank_task_still_answers_with_the_retrieval_order(state_machi
     stats = out["provenance"][0]["trace"]["stats"]
     assert stats["rerank_used"] is False and stats["rerank_fallback"] == "error"
     assert [name for name, _ in handlers_in_process].count("rerank") == 2  # the failed task, then the fallback
+
+
+class TwoQueries:
+    """A planner that asks for resources and for memories (two Map iterations)."""
+
+    name = "two"
+
+    def plan(self, query, session=None, *, context_type=None, target_uris=()):
+        from cairn.models import ContextType, QueryPlan, TypedQuery
+
+        return QueryPlan(reasoning="both", planner=self.name, queries=(
+            TypedQuery(query=query, context_type=ContextType.RESOURCE), TypedQuery(query=query, context_type=ContextType.MEMORY)))
+
+
+def test_a_failed_map_iteration_gives_partial_results_with_a_trace(state_machine, handlers, handlers_in_process):
+    sfn, arn = state_machine
+    plan_mod, retrieve_mod = handlers["modules"]["plan"], handlers["modules"]["retrieve"]
+    saved_services, real_retrieve = plan_mod.services, retrieve_mod.handler
+
+    def memories_crash(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        if event["query"]["context_type"] == "memory":
+            raise RuntimeError("the memory index is on fire")
+        return real_retrieve(event, context)
+
+    plan_mod.services = Services(handlers["settings"], planner=TwoQueries(), sessions=handlers["sessions"],
+                                 store=handlers["store"], embedder=handlers["embedder"])
+    retrieve_mod.handler = memories_crash
+    try:
+        start = WorkflowInput(tenant="acme", request=FindRequest(query="how long do refunds take?", include_provenance=True))
+        desc = run(sfn, arn, start)
+    finally:
+        plan_mod.services, retrieve_mod.handler = saved_services, real_retrieve
+    assert desc["status"] == "SUCCEEDED", desc
+    out = json.loads(desc["output"])
+    assert out["resources"][0]["uri"] == REFUNDS  # the resources query still answers
+    memory_trace = next(p for p in out["provenance"] if p["query"]["context_type"] == "memory")
+    assert any("retrieval failed" in e["detail"] for e in memory_trace["trace"]["events"])
