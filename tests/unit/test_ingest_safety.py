@@ -82,3 +82,18 @@ def test_a_file_named_with_29_cjk_characters_is_ingested_and_read_back(docs, tmp
     (docs / name).unlink()
     again = ing.ingest_path(docs, ROOT)  # the vanished file is found through its stored name
     assert again.removed >= 1 and uri not in content.list("acme", ROOT)
+
+
+def test_tenants_differing_only_by_case_never_share_content_folders(tmp_path):
+    from cairn.ingest import LocalContentStore
+
+    store = LocalContentStore(tmp_path / "content")
+    uri = "cairn://resources/kb/a.md"
+    store.put("GLOBEX", uri, "upper")
+    store.put("globex", uri, "lower")
+    assert (store.get("GLOBEX", uri), store.get("globex", uri)) == ("upper", "lower")
+    folders = sorted(p.name for p in (tmp_path / "content" / "tenants").iterdir())
+    assert len({f.lower() for f in folders}) == 2  # distinct even where case does not count
+    assert store.list("GLOBEX", "cairn://resources/kb") == [uri]
+    store.delete_tree("globex", "cairn://resources/kb")
+    assert store.get("GLOBEX", uri) == "upper"

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote, unquote
 
 from .. import uri as uris
-from ..storage_names import bounded_name
+from ..storage_names import bounded_name, tenant_folder
 from ..errors import CairnError, ContentNotFound, ContentStoreError
 from ..vectorstores.base import validate_tenant
 
@@ -175,7 +175,9 @@ class LocalContentStore(ContentStore):
         self.folder = Path(folder)
 
     def _file(self, key: str) -> Path:
-        return self.folder / "tenants" / key
+        # the tenant's folder name is injective on case-insensitive file systems (GLOBEX vs globex)
+        tenant, _, rest = key.partition("/")
+        return self.folder / "tenants" / tenant_folder(tenant) / rest
 
     def _put_many(self, items: dict[str, str]) -> None:
         for key, body in items.items():
@@ -196,8 +198,9 @@ class LocalContentStore(ContentStore):
         base = self._file(prefix.rstrip("/"))
         if not base.is_dir():
             return []
-        root = self.folder / "tenants"
-        return [p.relative_to(root).as_posix() for p in base.rglob(".*") if p.name in (BODY, URI_FILE)]
+        tenant = prefix.split("/", 1)[0]
+        root = self._file(tenant + "/")
+        return [f"{tenant}/{p.relative_to(root).as_posix()}" for p in base.rglob(".*") if p.name in (BODY, URI_FILE)]
 
     def _delete(self, keys: list[str]) -> int:
         n = 0
