@@ -697,3 +697,22 @@ def test_the_prefetch_of_a_new_message_holds_its_users_memories_only(world, tmp_
     prefetched = world["sessions"].get("acme", sid).prefetched
     uris = [m["uri"] for m in prefetched["memories"]]
     assert "cairn://user/ann/memories/profile/allergy" in uris and not [u for u in uris if "/user/bob/" in u]
+
+
+def test_a_backend_that_is_down_is_a_503_that_names_no_host(api, world):
+    from cairn.errors import VectorStoreUnavailable
+
+    class Down(UnavailableStore):
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("query"):
+                def fail(*a: Any, **kw: Any) -> Any:  # the backend's own words name its host
+                    raise VectorStoreUnavailable("opensearch backend failed: ConnectionError: http://10.0.3.7:9200 refused")
+
+                return fail
+            return getattr(self.real, name)
+
+    serve_with(api, world["services"](store=Down(world["store"])))
+    resp = api.handler(event("api/find.json"))
+    assert resp["statusCode"] == 503 and resp["headers"]["Retry-After"] == "1"
+    assert "10.0.3.7" not in resp["body"] and "9200" not in resp["body"]
+    assert body(resp)["error"] == "vector_store_unavailable" and body(resp)["retryable"] is True

@@ -25,7 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
 from .. import __version__, workflow
-from ..errors import CairnError, PayloadTooLarge, RequestError, RouteNotFound
+from ..errors import CairnError, PayloadTooLarge, RequestError, RouteNotFound, UpstreamError
 from ..observability.logging import get_logger
 from ..observability.usage import record_usage, retrieval_counts
 from ..models import FindResponse
@@ -243,6 +243,12 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
         status = exc.http_status
         if status >= 500:
             log.warning("request failed", error=exc.code, status=status, message=exc.message[:500], request_id=request_id())
+        if isinstance(exc, UpstreamError) and status >= 500:  # a backend's words (hosts, ports) stay in the log
+            what = "is unavailable; retry" if exc.retryable else "refused or failed the request"
+            public = UpstreamError(f"a service cairn depends on ({exc.code}) {what} (request {request_id()})",
+                                   retryable=exc.retryable)
+            public.code = exc.code
+            return envelope(public, status)
         return envelope(exc, status)
 
     @app.exception_handler(RequestValidationError)
