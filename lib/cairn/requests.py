@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import uri as uris
-from .errors import InvalidURIError, RequestError
+from .errors import FilterError, InvalidURIError, RequestError
 from .models import ContextType
 
 MAX_QUERY_CHARS = 8000
@@ -60,6 +60,18 @@ class FindRequest(BaseModel):
             raise ValueError(f"the query has {len(v)} characters; the limit is {MAX_QUERY_CHARS}")
         if not is_text(v):
             raise ValueError("the query holds an unpaired surrogate (a broken \\ud800-\\udfff escape); send valid Unicode text")
+        return v
+
+    @field_validator("filter")
+    @classmethod
+    def _filter(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Checked as written, against the documented limits, before any work."""
+        from .filters import parse
+
+        try:
+            parse(v)
+        except FilterError as exc:
+            raise ValueError(exc.message) from None
         return v
 
     @field_validator("target_uris")

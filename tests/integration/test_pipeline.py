@@ -75,3 +75,19 @@ def test_bad_requests_are_clear(cairn):
         cairn.find("   ")
     with pytest.raises(RequestError, match="limit"):
         cairn.find("refund", limit=1000)
+
+
+def test_filter_limits_count_what_the_caller_wrote(cairn):
+    from cairn.errors import RequestError
+    from cairn.filters import MAX_DEPTH
+
+    def nested(depth: int) -> dict:
+        node: dict = {"level": 2}
+        for _ in range(depth - 1):
+            node = {"$and": [node]}
+        return node
+
+    assert cairn.find("refund", filter=nested(MAX_DEPTH)).total >= 1  # at the limit: the scope does not spend it
+    with pytest.raises(RequestError, match=f"deeper than the limit of {MAX_DEPTH}") as caught:
+        cairn.find("refund", filter=nested(MAX_DEPTH + 1))
+    assert "$and[1]" not in caught.value.message  # a path the caller wrote, not the scope's

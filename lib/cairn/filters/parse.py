@@ -35,10 +35,17 @@ _TOP_OPS_TEXT = "$and $or $nor $not"
 _Invalid = t.MatchAll  # placeholder returned where a problem was recorded
 
 
-def parse(filter: Mapping[str, Any] | None) -> t.FilterNode | None:
+# what retrieval itself adds around a caller's filter (``{"$and": [<scope>, <filter>]}``): one
+# level and two clauses. The caller's filter is checked against the documented limits as written
+# (FindRequest), so the scope never spends the caller's budget.
+SCOPE_ALLOWANCE = 2
+
+
+def parse(filter: Mapping[str, Any] | None, *, allowance: int = 0) -> t.FilterNode | None:
     """Parse a Mongo-style filter; None or ``{}`` (or a filter that is always true) gives None.
 
-    Raises :class:`~cairn.errors.FilterError` listing every problem found.
+    ``allowance`` raises the depth and clause limits (by that many) for a filter that wraps one
+    already checked. Raises :class:`~cairn.errors.FilterError` listing every problem found.
     """
     if filter is None:
         return None
@@ -46,9 +53,9 @@ def parse(filter: Mapping[str, Any] | None) -> t.FilterNode | None:
         raise FilterError(f"a filter must be an object; got {_describe(filter)}")
     if not filter:
         return None
-    parser = _Parser()
+    parser = _Parser(max_depth=MAX_DEPTH + allowance)
     node = parser.document(filter, "filter", 1)
-    if parser.clauses > MAX_CLAUSES:
+    if parser.clauses > MAX_CLAUSES + allowance:
         parser.problem(
             "filter",
             f"the filter has {parser.clauses} clauses; the limit is {MAX_CLAUSES}",
@@ -108,9 +115,10 @@ def _iso_epoch(value: str) -> float | None:
 
 
 class _Parser:
-    def __init__(self) -> None:
+    def __init__(self, max_depth: int = MAX_DEPTH) -> None:
         self.problems: list[FilterProblem] = []
         self.clauses = 0
+        self.max_depth = max_depth
 
     def problem(self, path: str, message: str) -> t.FilterNode:
         self.problems.append(FilterProblem(path, message))
@@ -119,7 +127,7 @@ class _Parser:
     # --- documents and logical operators ------------------------------------------------
 
     def document(self, doc: Any, path: str, depth: int) -> t.FilterNode:
-        if depth > MAX_DEPTH:
+        if depth > self.max_depth:
             return self.problem(
                 path,
                 f"the filter is nested deeper than the limit of {MAX_DEPTH} levels",
@@ -262,7 +270,7 @@ class _Parser:
     def field_not(
         self, field: str, operand: Any, path: str, depth: int
     ) -> t.FilterNode:
-        if depth + 1 > MAX_DEPTH:
+        if depth + 1 > self.max_depth:
             return self.problem(
                 path,
                 f"the filter is nested deeper than the limit of {MAX_DEPTH} levels",

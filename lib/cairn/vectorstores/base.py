@@ -223,9 +223,9 @@ class VectorStore(ABC):
 
     @staticmethod
     def _parse_filter(filter: Mapping[str, Any] | None) -> Any:
-        from ..filters import parse
+        from ..filters.parse import SCOPE_ALLOWANCE, parse
 
-        return parse(filter)
+        return parse(filter, allowance=SCOPE_ALLOWANCE)
 
     # ----------------------------------------------------------------- errors and metrics
 
