@@ -111,6 +111,13 @@ def _seq_of(item: dict[str, Any]) -> int:
     return int(item["sk"]["S"][len("MSG#"):])
 
 
+def _message_of(item: dict[str, Any]) -> Message:
+    return Message(
+        seq=int(_num(item, "seq")), role=_str(item, "role"), content=_str(item, "content") or "",  # type: ignore[arg-type]
+        created_at=_num(item, "created_at"), name=_str(item, "name"),
+    )
+
+
 def _is_message(item: dict[str, Any]) -> bool:
     return _str(item, "type") != "hole"
 
@@ -249,8 +256,7 @@ class DynamoDBSessionStore(SessionStore):
         stored = self.client.get_item(
             TableName=self.table, Key={"pk": _s(pk), "sk": _s(message_sk(seq))}, ConsistentRead=True
         ).get("Item") or {}
-        return Message(seq=seq, role=_str(stored, "role"), content=_str(stored, "content") or "",  # type: ignore[arg-type]
-                       created_at=_num(stored, "created_at"), name=_str(stored, "name"))
+        return _message_of(stored)
 
     def _allocate(self, pk: str, session_id: str, now: float) -> dict[str, Any]:
         """``ADD last_seq 1`` on META; returns the new META (``last_seq`` is the seq allocated)."""
@@ -408,13 +414,7 @@ class DynamoDBSessionStore(SessionStore):
                         if len(items) == newest:
                             break
             items.reverse()
-        return [
-            Message(
-                seq=int(_num(i, "seq")), role=_str(i, "role"), content=_str(i, "content") or "",  # type: ignore[arg-type]
-                created_at=_num(i, "created_at"), name=_str(i, "name"),
-            )
-            for i in items
-        ]
+        return [_message_of(i) for i in items]
 
     def _get_prefetched(self, tenant: str, session_id: str) -> dict[str, Any] | None:
         item = self.client.get_item(

@@ -139,20 +139,8 @@ class SQLiteSessionStore(SessionStore):
         self, tenant: str, session_id: str, role: Role, content: str, now: float,
         name: str | None = None, created_at: float | None = None,
     ) -> Message:
-        said = now if created_at is None else created_at
         with self._tx() as db:
-            row = db.execute(
-                "UPDATE sessions SET last_seq = last_seq + 1, updated_at = ? "
-                "WHERE tenant = ? AND id = ? AND expires_at > ? RETURNING last_seq",
-                (now, tenant, session_id, now),
-            ).fetchone()
-            if row is None:
-                raise self.not_found(session_id)
-            db.execute(
-                "INSERT INTO messages (tenant, session_id, seq, role, content, created_at, name) VALUES (?,?,?,?,?,?,?)",
-                (tenant, session_id, row[0], role, content, said, name),
-            )
-        return Message(seq=row[0], role=role, content=content, created_at=said, name=name)
+            return self._insert(db, tenant, session_id, role, content, now, name, created_at)
 
     def _append_once(
         self, tenant: str, session_id: str, role: Role, content: str, now: float,
@@ -168,19 +156,27 @@ class SQLiteSessionStore(SessionStore):
             if used is not None:
                 s_, r, c, t, n = used
                 return Message(seq=s_, role=r, content=c, created_at=t, name=n)
-            row = db.execute(
-                "UPDATE sessions SET last_seq = last_seq + 1, updated_at = ? "
-                "WHERE tenant = ? AND id = ? AND expires_at > ? RETURNING last_seq",
-                (now, tenant, session_id, now),
-            ).fetchone()
-            if row is None:
-                raise self.not_found(session_id)
-            said = now if created_at is None else created_at
-            db.execute(
-                "INSERT INTO messages (tenant, session_id, seq, role, content, created_at, name) VALUES (?,?,?,?,?,?,?)",
-                (tenant, session_id, row[0], role, content, said, name),
-            )
-            db.execute("INSERT INTO idempotency (tenant, session_id, key, seq) VALUES (?,?,?,?)", (tenant, session_id, key, row[0]))
+            msg = self._insert(db, tenant, session_id, role, content, now, name, created_at)
+            db.execute("INSERT INTO idempotency (tenant, session_id, key, seq) VALUES (?,?,?,?)", (tenant, session_id, key, msg.seq))
+        return msg
+
+    def _insert(
+        self, db: sqlite3.Connection, tenant: str, session_id: str, role: Role, content: str, now: float,
+        name: str | None, created_at: float | None,
+    ) -> Message:
+        """Take the next seq of a live session and store the message at it (inside a write transaction)."""
+        row = db.execute(
+            "UPDATE sessions SET last_seq = last_seq + 1, updated_at = ? "
+            "WHERE tenant = ? AND id = ? AND expires_at > ? RETURNING last_seq",
+            (now, tenant, session_id, now),
+        ).fetchone()
+        if row is None:
+            raise self.not_found(session_id)
+        said = now if created_at is None else created_at
+        db.execute(
+            "INSERT INTO messages (tenant, session_id, seq, role, content, created_at, name) VALUES (?,?,?,?,?,?,?)",
+            (tenant, session_id, row[0], role, content, said, name),
+        )
         return Message(seq=row[0], role=role, content=content, created_at=said, name=name)
 
     def _mark_committed(self, session: Session, through: int, now: float) -> int:
