@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 from cairn.api import openapi_document
+from cairn.api.routes import PUBLIC_ROUTES
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "template.yaml"
-PUBLIC = ("/v1/health", "/v1/openapi.json")  # no authorizer
 
 
 def events_block() -> str:
@@ -19,7 +19,7 @@ def events_block() -> str:
     lines = ["      Events:"]
     for method, path in sorted(routes, key=lambda r: (r[1], r[0])):
         words = [w for p in path.split("/") if p and p != "v1" for w in re.split(r"[_.{}]", p) if w]
-        auth = ", Auth: {Authorizer: NONE}" if path in PUBLIC else ""
+        auth = ", Auth: {Authorizer: NONE}" if path in PUBLIC_ROUTES else ""
         lines += [f"        {method.capitalize()}{''.join(w.capitalize() for w in words)}:", "          Type: HttpApi",
                   f'          Properties: {{ApiId: !Ref HttpApi, Method: {method}, Path: "{path}"{auth}}}']
     return "\n".join(lines) + "\n"

@@ -75,7 +75,7 @@ def _read(bucket: str, key: str) -> Any:
 
 
 def ingest_object(bucket: str, key: str) -> ObjectReport:
-    from cairn.ingest import Ingestor, IngestPayload
+    from cairn.ingest import IngestPayload
 
     report = ObjectReport(key=key)
     try:

@@ -60,7 +60,9 @@ _ERROR_ANSWERS = {
     "404": "not found (route, session, URI)",
     "503": "unavailable for now: retry after Retry-After seconds",
 }
-_PUBLIC = ("/v1/health",)
+# the routes that answer without credentials (cairn serve lets them through, template.yaml gives
+# them no authorizer, the OpenAPI document lists no 401 for them)
+PUBLIC_ROUTES = frozenset({"/v1/health", "/v1/openapi.json"})
 
 
 def build_app(services: Services, authorizer: AuthorizerConfig | None = None) -> APIGatewayHttpResolver:
@@ -361,7 +363,7 @@ def openapi_json(app: APIGatewayHttpResolver) -> str:
         for op in operations.values():
             answers = op.setdefault("responses", {})
             answers.pop("422", None)
-            if path not in _PUBLIC:
+            if path not in PUBLIC_ROUTES:
                 answers.update({code: {"description": text, "content": envelope} for code, text in _ERROR_ANSWERS.items()})
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 

@@ -28,10 +28,9 @@ from urllib.parse import parse_qsl
 from ..errors import CairnError, ConfigError, PayloadTooLarge, Unauthorized, require
 from ..services import Services
 from .auth import ApiKeys, AuthorizerConfig, Caller
-from .routes import build_app, resolve
+from .routes import PUBLIC_ROUTES, build_app, resolve
 
 MAX_BODY_BYTES = 6 * 1024 * 1024  # API Gateway's and Lambda's request payload limit
-PUBLIC = frozenset({"/v1/health", "/v1/openapi.json"})  # answer without credentials
 
 
 class LocalDoor:
@@ -98,7 +97,7 @@ class LocalDoor:
                      "sourceIp": (scope.get("client") or ("", 0))[0], "userAgent": headers.get("user-agent", "")},
             "requestId": request_id, "stage": "$default", "timeEpoch": int(time.time() * 1000),
         }
-        if path not in PUBLIC:
+        if path not in PUBLIC_ROUTES:
             caller = self.keys.caller(headers.get("authorization")) if self.keys else Caller(self.services.settings.tenant)
             context["authorizer"] = {"lambda": {"tenant": caller.tenant, "user": caller.user}}
         return {

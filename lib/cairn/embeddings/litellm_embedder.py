@@ -14,8 +14,6 @@ documents differently get the input type in their provider's spelling (see ``_IN
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import Any
 
 import numpy as np
@@ -33,7 +31,6 @@ _INPUT_TYPE: dict[str, tuple[str, dict[str, str]]] = {
     "gemini/": ("task_type", {"query": "RETRIEVAL_QUERY", "document": "RETRIEVAL_DOCUMENT"}),
     "vertex_ai/": ("task_type", {"query": "RETRIEVAL_QUERY", "document": "RETRIEVAL_DOCUMENT"}),
 }
-_lock = threading.Lock()
 
 
 class _NoRetries(int):
@@ -48,13 +45,9 @@ NO_SDK_RETRIES = _NoRetries(0)
 
 
 def _litellm() -> Any:
-    with _lock:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        try:
-            import litellm
-        except ImportError as exc:
-            raise ConfigError("the litellm embedder needs the 'llm' extra: pip install 'cairn[llm]'") from exc
-        return litellm
+    from ..llm.litellm_client import load_litellm
+
+    return load_litellm("the LiteLLM embedder")
 
 
 def input_type_parameter(model: str) -> tuple[str, dict[str, str]] | None:

@@ -7,7 +7,7 @@ import os
 import threading
 from typing import Any
 
-from ..errors import ConfigError, LLMError
+from ..errors import LLMError, require
 from .base import ChatMessage, LLMClient, retryable_status
 
 _RETRYABLE = {
@@ -20,14 +20,17 @@ _RETRYABLE = {
 _lock = threading.Lock()
 
 
-def _litellm() -> Any:
+def load_litellm(feature: str = "the LiteLLM LLM") -> Any:
+    """``litellm``, imported once, on first use, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so that
+    the import does not fetch a price list; :class:`~cairn.errors.MissingExtra` naming ``llm`` when
+    it is not installed. Every LiteLLM client of cairn (LLM, embedder, reranker) loads it here."""
     with _lock:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        try:
-            import litellm
-        except ImportError as exc:
-            raise ConfigError("the litellm LLM provider needs the 'llm' extra: pip install 'cairn[llm]'") from exc
-        return litellm
+        return require("litellm", extra="llm", feature=feature)
+
+
+def _litellm() -> Any:
+    return load_litellm()
 
 
 class LiteLLMClient(LLMClient):

@@ -13,7 +13,6 @@ retries rate limits, 5xx errors, timeouts and connection errors.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..errors import ConfigError, RerankError
@@ -27,12 +26,9 @@ _RETRYABLE_NAMES = frozenset({
 
 
 def _import_litellm() -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    try:
-        import litellm
-    except ImportError as exc:
-        raise ConfigError("the litellm reranker needs litellm: pip install 'cairn[llm]'") from exc
-    return litellm
+    from ..llm.litellm_client import load_litellm
+
+    return load_litellm("the LiteLLM reranker")
 
 
 def _field(item: Any, name: str) -> Any:
