@@ -15,6 +15,10 @@ Ingest a folder of documents (PDF, HTML, Office, tables, code, ...; ``pip instal
     report = ingestor.ingest_path(Path("handbook"), "cairn://resources/handbook")
     for r in report.rejected:
         print(r.source, r.reason)
+
+Ingest every object under an S3 prefix (a boto3 client passed in, or the default session's)::
+
+    report = ingestor.ingest_s3("docs-bucket", "handbook/", "cairn://resources/handbook", client=s3)
 """
 
 from .chunking import Chunk, ChunkingConfig
@@ -22,6 +26,7 @@ from .content import ContentNotFound, ContentStore, LocalContentStore, S3Content
 from .parsers import ParseFailed, parser_for
 from .parsers.base import Limits
 from .reader import ReadResult, read
+from .s3 import parse_s3_url, read_prefix
 from .service import Ingestor, IngestReport
 from .sources import (
     Document,
@@ -55,9 +60,11 @@ __all__ = [
     "Rejected",
     "S3ContentStore",
     "context_root",
+    "parse_s3_url",
     "parser_for",
     "read",
     "read_beir",
     "read_folder",
+    "read_prefix",
     "split_items",
 ]

@@ -179,6 +179,20 @@ class Ingestor:
 
         return self._ingest_items(items, root_uri, progress)
 
+    def ingest_s3(self, bucket: str, prefix: str, root_uri: str, progress: Progress = _quiet, *,
+                  client: object = None) -> IngestReport:
+        """Make the tree under ``root_uri`` hold exactly the objects under ``s3://bucket/prefix``,
+        each parsed like a file in a folder (see :mod:`cairn.ingest.s3`); ``client`` is a boto3 S3
+        client (default: one from the default session)."""
+        from .s3 import read_prefix
+
+        if client is None:
+            from ..errors import require
+
+            client = require("boto3", extra="aws", feature="ingesting from S3").client("s3")
+        return self._ingest_items(
+            lambda runner: read_prefix(client, bucket, prefix, limits=self.limits, runner=runner), root_uri, progress)
+
     def _ingest_items(
         self, source: Callable[[Any], Iterable[Document | Rejected]], root_uri: str, progress: Progress, parse: bool = True
     ) -> IngestReport:
