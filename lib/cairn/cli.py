@@ -1,6 +1,6 @@
 """The ``cairn`` command.
 
-    cairn ingest PATH --uri cairn://resources/...   build the L0/L1/L2 tree of a folder
+    cairn ingest PATH --uri cairn://resources/...   build the L0/L1/L2 tree of a folder (or s3://bucket/prefix)
     cairn read URI [--level 0|1|2]                   read progressively: abstract, overview, body
     cairn rm URI                                     delete a subtree from both stores
     cairn find "QUERY" [--limit N] [--json]         search it
@@ -70,7 +70,7 @@ def _rate_progress() -> Any:
     return report
 
 
-def _ingestor(args: argparse.Namespace, title_rules: tuple = (), leaf_rules: tuple = ()) -> Any:
+def _ingestor(args: argparse.Namespace, title_rules: tuple = (), leaf_rules: tuple = (), services: Any = None) -> Any:
     options: dict[str, Any] = {"title_rules": title_rules, "leaf_title_rules": leaf_rules}
     if getattr(args, "chunk_size", None) or getattr(args, "chunk_overlap", None) is not None:
         from .ingest import ChunkingConfig
@@ -82,7 +82,7 @@ def _ingestor(args: argparse.Namespace, title_rules: tuple = (), leaf_rules: tup
         )
     if getattr(args, "parse_workers", None):
         options["parse_workers"] = args.parse_workers
-    return _service(args).ingestor(**options)
+    return (services or _services(args)).cairn().ingestor(**options)
 
 
 def _title_rules(specs: list[str] | None, leaves: bool = False) -> tuple:
@@ -101,6 +101,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             raise RequestError("give a folder or --url/--sitemap, not both")
         print(f"Fetching {len(args.url or [])} URL(s){' and a sitemap' if args.sitemap else ''} into {args.uri} ...", file=sys.stderr)
         report = _ingestor(args, rules, leaf_rules).ingest_urls(args.url or [], args.uri, _rate_progress(), sitemap=args.sitemap)
+    elif args.path and args.path.startswith("s3://"):
+        from .ingest import parse_s3_url
+
+        bucket, prefix = parse_s3_url(args.path)
+        if args.format != "folder":
+            raise RequestError(f"--format {args.format} reads a local corpus; an S3 prefix is read as a folder")
+        services = _services(args)
+        print(f"Ingesting {args.path} into {args.uri} ...", file=sys.stderr)
+        report = _ingestor(args, rules, leaf_rules, services).ingest_s3(
+            bucket, prefix, args.uri, _rate_progress(), client=services.s3)
     else:
         if not args.path:
             raise RequestError("give a folder (or a file) to ingest, or --url/--sitemap")
@@ -338,8 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ing = sub.add_parser(
         "ingest", help="ingest a folder (text, Markdown, JSON, code, CSV, e-mail; PDF, HTML, Office, YAML/XML with "
-        "cairn[docs]), a BEIR corpus or web pages; re-ingesting syncs")
-    ing.add_argument("path", nargs="?")
+        "cairn[docs]), an S3 prefix, a BEIR corpus or web pages; re-ingesting syncs")
+    ing.add_argument("path", nargs="?", help="a folder, a file, or s3://BUCKET/PREFIX (read as a folder; AWS credentials "
+                     "from the environment or profile)")
     ing.add_argument("--url", action="append", help="a web page to fetch (repeatable; robots.txt is respected)")
     ing.add_argument("--sitemap", help="a sitemap whose pages to fetch")
     ing.add_argument("--chunk-size", type=int, help="characters per chunk at most (default 1500)")
