@@ -5,29 +5,27 @@ import os
 import subprocess
 import sys
 
-import boto3
 import pytest
+
+from tests.moto_s3 import s3_client
+from tests import moto_s3
+
+s3_endpoint = moto_s3.s3_endpoint  # the fixture: one moto server for the module
 
 pytestmark = pytest.mark.e2e
 ROOT = "cairn://resources/handbook"
 
 
 @pytest.fixture(scope="module")
-def endpoint():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://{host}:{port}"
-    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+def endpoint(s3_endpoint):
+    """moto's server, holding a bucket ``docs`` with a handbook under ``handbook/``."""
+    s3 = s3_client(s3_endpoint)
     s3.create_bucket(Bucket="docs")
     s3.put_object(Bucket="docs", Key="handbook/travel/hotels.md",
                   Body=b"# Hotels\n\nHotel costs above 200 euros per night need a manager's approval.\n")
     s3.put_object(Bucket="docs", Key="handbook/README.md", Body=b"# Company handbook\n\nPolicies for travel.\n")
     s3.put_object(Bucket="docs", Key="handbook/logo.png", Body=b"\x89PNG\r\n\x1a\n")
-    yield url
-    server.stop()
+    return s3_endpoint
 
 
 def run(*args, home, env):

@@ -8,7 +8,6 @@ import json
 import sys
 from pathlib import Path
 
-import boto3
 import pytest
 from benchmarks.docs_corpus import write_pdf
 from cairn.config import load_settings
@@ -16,6 +15,11 @@ from cairn.ingest import LocalContentStore
 from cairn.pipeline import Cairn
 from cairn.services import Services
 from cairn.vectorstores.local import LocalVectorStore
+
+from tests.moto_s3 import s3_client
+from tests import moto_s3
+
+s3_endpoint = moto_s3.s3_endpoint  # the fixture: one moto server for the module
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -27,15 +31,6 @@ PAGES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 def load_ingest_handler():
@@ -47,10 +42,9 @@ def load_ingest_handler():
 
 
 @pytest.fixture
-def lam(endpoint, tmp_path, embedder):
+def lam(s3_endpoint, tmp_path, embedder):
     """The handler over a fresh store, content store and the S3 buckets the sample events name."""
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                      aws_access_key_id="test", aws_secret_access_key="test")
+    s3 = s3_client(s3_endpoint)
     buckets = {s3_event()["Records"][0]["s3"]["bucket"]["name"], eventbridge_event()["detail"]["bucket"]["name"]}
     for name in buckets - {b["Name"] for b in s3.list_buckets()["Buckets"]}:
         s3.create_bucket(Bucket=name)

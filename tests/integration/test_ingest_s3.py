@@ -5,12 +5,18 @@ incrementally, and a bucket that cannot be read is one clear error."""
 import boto3
 import pytest
 from benchmarks.docs_corpus import write_pdf
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from cairn.embeddings.base import Embedder
 from cairn.errors import Forbidden, NotFound, Unauthorized, Unavailable
 from cairn.ingest import Ingestor, Limits, LocalContentStore
 from cairn.pipeline import Cairn
 from cairn.vectorstores.local import LocalVectorStore
+
+from tests.moto_s3 import s3_client
+from tests import moto_s3
+
+s3_endpoint = moto_s3.s3_endpoint  # the fixture: one moto server for the module
 
 pytestmark = pytest.mark.integration
 ROOT = "cairn://resources/handbook"
@@ -23,27 +29,13 @@ PAGES = [
 LEAVE = "# Parental leave\n\nParents receive sixteen weeks of paid leave, to be taken within the child's first year.\n"
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-def client_for(endpoint):
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id="test", aws_secret_access_key="test")
 
 
 @pytest.fixture
-def bucket(endpoint, request, tmp_path):
+def bucket(s3_endpoint, request, tmp_path):
     """A bucket whose ``handbook/`` prefix holds a PDF, Markdown (one nested), an image, a broken
     PDF, a CSV past the size limit, a hidden file and a folder marker; a sibling prefix beside it."""
-    s3 = client_for(endpoint)
+    s3 = s3_client(s3_endpoint)
     name = "cairn-" + request.node.name.replace("_", "-")[:40].lower()
     s3.create_bucket(Bucket=name)
     pdf = tmp_path / "report.pdf"
@@ -159,7 +151,7 @@ def test_an_object_that_may_not_be_read_is_listed_and_the_rest_goes_on(bucket, w
         (f"s3://{name}/handbook/hr/leave/parental.md", "access denied; the credentials in use need s3:GetObject on it")]
 
 
-def test_a_bucket_or_prefix_that_cannot_be_read_is_one_clear_error_and_nothing_changes(bucket, world, endpoint):
+def test_a_bucket_or_prefix_that_cannot_be_read_is_one_clear_error_and_nothing_changes(bucket, world):
     s3, name = bucket
     ingestor, store, _, _ = world
     ingestor.ingest_s3(name, "handbook/hr", ROOT, client=s3)
@@ -171,14 +163,14 @@ def test_a_bucket_or_prefix_that_cannot_be_read_is_one_clear_error_and_nothing_c
         ingestor.ingest_s3(name, "Handbook", ROOT, client=s3)
     unreachable = boto3.client("s3", endpoint_url="http://127.0.0.1:9", region_name="us-east-1",
                                aws_access_key_id="t", aws_secret_access_key="t",
-                               config=__import__("botocore.config").config.Config(retries={"max_attempts": 1}))
+                               config=Config(retries={"max_attempts": 1}))
     with pytest.raises(Unavailable, match="nothing was changed; try again") as err:
         ingestor.ingest_s3(name, "handbook/hr", ROOT, client=unreachable)
     assert err.value.retryable
     assert store.count("acme") == before
 
 
-def test_missing_credentials_and_denied_listings_name_the_fix(monkeypatch):
+def test_missing_credentials_and_denied_listings_name_the_fix():
     from cairn.ingest.s3 import s3_error
     from botocore.exceptions import NoCredentialsError
 
