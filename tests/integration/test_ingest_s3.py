@@ -151,6 +151,17 @@ def test_an_object_that_may_not_be_read_is_listed_and_the_rest_goes_on(bucket, w
         (f"s3://{name}/handbook/hr/leave/parental.md", "access denied; the credentials in use need s3:GetObject on it")]
 
 
+def test_an_archived_object_is_listed_with_how_to_restore_it(bucket, world):
+    s3, name = bucket
+    ingestor, store, _, _ = world
+    s3.put_object(Bucket=name, Key="archive/2019/minutes.md", Body=b"# Minutes\n\nOld minutes.\n", StorageClass="GLACIER")
+    s3.put_object(Bucket=name, Key="archive/2024/minutes.md", Body=b"# Minutes\n\nRecent minutes.\n")
+    report = ingestor.ingest_s3(name, "archive", "cairn://resources/archive", client=s3)
+    assert report.documents == 1
+    assert [(r.source, r.reason) for r in report.rejected] == [
+        (f"s3://{name}/archive/2019/minutes.md", "is archived (S3 Glacier); restore it to ingest it")]
+
+
 def test_a_bucket_or_prefix_that_cannot_be_read_is_one_clear_error_and_nothing_changes(bucket, world):
     s3, name = bucket
     ingestor, store, _, _ = world

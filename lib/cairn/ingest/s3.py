@@ -11,7 +11,8 @@ hidden names (a segment starting with ``.``) are skipped silently, as in a folde
 Every other object that is not ingested is a :class:`~cairn.ingest.sources.Rejected` with its
 reason, and the run goes on: an unsupported type or an object past ``Limits.max_bytes`` is
 reported from the listing, without a download; an object that cannot be parsed, that was
-deleted meanwhile, or that the credentials may not read (``s3:GetObject``) after it.
+deleted meanwhile, that is archived (Glacier, not restored) or that the credentials may not read
+(``s3:GetObject``) after it.
 
 What stops the run (one :class:`~cairn.errors.CairnError` naming the bucket and prefix, and what
 to do), before anything is written: the bucket does not exist, listing it is denied, there are
@@ -55,6 +56,12 @@ _ERRORS: dict[str, tuple[type[CairnError], str]] = {
     "PermanentRedirect": (RequestError, "the bucket is in another region; set AWS_REGION to the bucket's region"),
     "AuthorizationHeaderMalformed": (RequestError, "the bucket is in another region; set AWS_REGION to the "
                                                    "bucket's region"),
+}
+# why one object was not read (the run goes on); other codes are told as S3 tells them
+_OBJECT_REASONS = {
+    "NoSuchKey": "was deleted while the ingest ran",
+    "AccessDenied": "access denied; the credentials in use need s3:GetObject on it",
+    "InvalidObjectState": "is archived (S3 Glacier); restore it to ingest it",
 }
 NO_CREDENTIALS = ("no AWS credentials found; set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                   "or sign in (`aws configure`, `aws sso login`)")
@@ -170,14 +177,10 @@ def _download(client: Any, bucket: str, key: str, file: Path, limit: int) -> str
                     obj["Body"].close()
                     return f"object passed {limit:,} bytes; the limit"
                 out.write(part)
-    except CairnError:
-        raise
     except Exception as exc:  # botocore
         error = s3_error(exc, f"s3://{bucket}/{key}")
+        if error.retryable or isinstance(error, Unauthorized):
+            raise error from None
         code = AwsError.of(exc).code
-        if code == "NoSuchKey":
-            return "was deleted while the ingest ran"
-        if isinstance(error, Forbidden):
-            return "access denied; the credentials in use need s3:GetObject on it"
-        raise error from None
+        return _OBJECT_REASONS.get(code) or error.message.removeprefix(f"cannot read s3://{bucket}/{key}: ")
     return None
