@@ -70,16 +70,23 @@ class MemoEmbedder(Embedder):
         return np.stack([self._memo[t] for t in texts])
 
 
-def bm25_run(ds: BeirSet, queries: list[dict]) -> dict[str, dict[str, float]]:
+def bm25_run(ds: BeirSet, queries: list[dict], *, stemmed: bool = False) -> dict[str, dict[str, float]]:
+    """Plain BM25 (bm25s, English stop words) over the raw documents; ``stemmed``: with the
+    Snowball English stemmer too (the stronger anchor, what cairn's keyword search does)."""
     import bm25s
 
+    stemmer = None
+    if stemmed:
+        import Stemmer
+
+        stemmer = Stemmer.Stemmer("english").stemWords
     docs = [d for d in ds.corpus if (d.get("title") or d.get("text"))]
     texts = [" ".join(filter(None, (d.get("title"), d.get("text")))) for d in docs]
     index = bm25s.BM25()
-    index.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    index.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
     run = {}
     for q in queries:
-        tokens = bm25s.tokenize([q["text"]], stopwords="en", show_progress=False)
+        tokens = bm25s.tokenize([q["text"]], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
         ids, scores = index.retrieve(tokens, k=10, show_progress=False)
         run[q["_id"]] = {docs[i]["_id"]: float(s) for i, s in zip(ids[0], scores[0]) if s > 0}
     return run
@@ -131,13 +138,20 @@ def scoping(col: Collection, planner: Any, sessions: Any, session_of: dict, quer
 
 def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
     col = COLLECTIONS[key]
+    wanted = [m for m in os.environ.get("CAIRN_BENCH_MODES", ",".join(MODES)).split(",") if m]
+    unknown = sorted(set(wanted) - set(MODES))
+    if unknown:
+        raise SystemExit(f"CAIRN_BENCH_MODES: unknown mode(s) {unknown}; known: {', '.join(MODES)}")
+    modes = {m: MODES[m] for m in wanted}
+    rerank_arm = os.environ.get("CAIRN_BENCH_RERANK", "1") != "0"
     store, embedder, ds = cached_store(key, data)
     memo = MemoEmbedder(embedder)
     queries = list(ds.queries.values())[:limit_queries]
     qrels = {q["_id"]: ds.qrels[q["_id"]] for q in queries}
     out: dict[str, Any] = {"queries": len(queries)}
     out["bm25"] = {k: round(v, 4) for k, v in evaluate(qrels, bm25_run(ds, queries)).items()}
-    print(f"  {key} bm25: {out['bm25']}", flush=True)
+    out["bm25_stemmed"] = {k: round(v, 4) for k, v in evaluate(qrels, bm25_run(ds, queries, stemmed=True)).items()}
+    print(f"  {key} bm25: {out['bm25']}; stemmed: {out['bm25_stemmed']}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         dialogue = key == "dstc11"
         svc = Cairn(store, memo, TENANT)
@@ -167,12 +181,12 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
             out["scoping"] = scoping(col, planner, sessions, session_of, queries, qrels)
             print(f"  {key} scoping: {out['scoping']}", flush=True)
         measure(col, queries, qrels, ask(**MODES["quick_dense"]))  # untimed: fills the query embeddings
-        for name, opts in MODES.items():
+        for name, opts in modes.items():
             out[name] = measure(col, queries, qrels, ask(**opts))
             print(f"  {key} {name}: {out[name]}", flush=True)
         svc.reranker = build_reranker("local", embedder=embedder)
         sub = queries[:RERANK_QUERIES]
-        for name in ("quick_hybrid", "thinking_hybrid"):
+        for name in [m for m in ("quick_hybrid", "thinking_hybrid") if m in modes and rerank_arm]:
             r = measure(col, sub, qrels, ask(rerank=True, **{**MODES[name], "limit": RERANK_LIMIT}))
             r["queries"] = len(sub)
             out[f"{name}_rerank"] = r
@@ -180,18 +194,21 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
         svc.reranker = None
         out["gibberish_results"] = {
             name: sum(len(svc.find(g, mode=o["mode"], hybrid=o["hybrid"], limit=10).all()) for g in GIBBERISH)
-            for name, o in MODES.items()
+            for name, o in modes.items()
         }
     out["embed_p50_ms"] = round(statistics.median(memo.embed_ms), 2) if memo.embed_ms else None
-    best = max(MODES, key=lambda m: out[m]["nDCG@10"])
+    best = max(modes, key=lambda m: out[m]["nDCG@10"])
     out["best_mode"] = best
     out["thinking_recall_ge_quick"] = {
-        kind: out[f"thinking_{kind}"]["recall@10"] >= out[f"quick_{kind}"]["recall@10"] for kind in ("dense", "hybrid")
+        kind: out[f"thinking_{kind}"]["recall@10"] >= out[f"quick_{kind}"]["recall@10"]
+        for kind in ("dense", "hybrid") if f"thinking_{kind}" in out and f"quick_{kind}" in out
     }
     return out
 
 
 def run(data: Path, limit_queries: int | None = None) -> dict[str, Any]:
-    """``CAIRN_BENCH_COLLECTIONS=scifact,cranfield`` runs only those."""
+    """``CAIRN_BENCH_COLLECTIONS=scifact,cranfield`` runs only those collections,
+    ``CAIRN_BENCH_MODES=quick_dense,thinking_dense`` only those modes, ``CAIRN_BENCH_RERANK=0``
+    skips the (slow) local-reranker arm."""
     keys = [k for k in os.environ.get("CAIRN_BENCH_COLLECTIONS", ",".join(COLLECTIONS)).split(",") if k]
     return {"suite": SUITE, **{key: bench(key, data, limit_queries) for key in keys}}

@@ -6,7 +6,7 @@
     python infra/package/build.py layer core --out D   # one layer into D/python (sam build's makefile)
 
 **Layers.** ``core`` holds the cairn library and what every function imports (pydantic, numpy,
-threadpoolctl, Powertools, bm25s); a function also gets the layer of the vector backend it talks
+threadpoolctl, Powertools, bm25s, PyStemmer); a function also gets the layer of the vector backend it talks
 to (``opensearch`` or ``pinecone``), ``local-embedding`` (onnxruntime, tokenizers, the MiniLM model)
 only when the stack embeds locally, and ``llm`` (litellm) only when the stack plans or summarises
 with LiteLLM. The deployed default embeds with Bedrock, so no model ships. boto3 and botocore are
@@ -88,8 +88,9 @@ def layers() -> dict[str, Layer]:
     """The layers, derived from pyproject's dependencies and extras (one source of versions)."""
     deps, extras = _extras()
     aws = [r for r in extras["aws"] if _req_name(r) not in RUNTIME_PROVIDED]
-    bm25 = [r for r in extras["local"] if _req_name(r) == "bm25s"]
-    local = [r for r in extras["local"] if _req_name(r) != "bm25s"]
+    keyword = ("bm25s", "pystemmer")  # the local reranker's BM25 (stemmed words)
+    bm25 = [r for r in extras["local"] if _req_name(r) in keyword]
+    local = [r for r in extras["local"] if _req_name(r) not in keyword]
     return {
         "core": Layer("core", tuple(deps + aws + bm25), with_cairn=True),
         # opensearch-py 3.x requires opensearch-protobufs (gRPC, ~20 MB) for a transport cairn never uses

@@ -168,7 +168,7 @@ class MatchedContext(_Frozen):
 
 
 class TraceEvent(_Frozen):
-    kind: Literal["global_search", "expand", "keep", "exclude", "stop", "rerank", "fallback"]
+    kind: Literal["global_search", "feedback", "expand", "keep", "exclude", "stop", "rerank", "fallback"]
     round: int = 0
     uri: str | None = None
     score: float | None = None

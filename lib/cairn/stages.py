@@ -14,11 +14,12 @@ from pydantic import BaseModel, Field
 
 from .assemble import DEFAULT_THRESHOLD, above_threshold, blend_hotness, dedupe_by_uri, document_key, to_match
 from .embeddings import Embedder
-from .models import Candidate, FindResult, MatchedContext, QueryPlan, QueryResult, ThinkingTrace, TypedQuery
+from .models import Candidate, FindResult, MatchedContext, QueryPlan, QueryResult, ThinkingTrace, TraceStats, TypedQuery
 from .planning.base import Planner, raw_query
 from .requests import FindRequest
 from .rerank.base import Reranker
 from .sessions.base import SessionView
+from .retrieval.evidence import has_evidence
 from .retrieval.quick import quick_search
 from .retrieval.scope import roots_for
 from .retrieval.thinking import ThinkingConfig, thinking_search
@@ -61,6 +62,14 @@ def retrieve(
     hand_on = 2 * request.limit if rerank_follows else request.limit
     hybrid_text = typed_query.query if request.hybrid else None  # dense + keyword, in either mode
     collapse = request.collapse_chunks  # one result per document unless asked
+    threshold = request.score_threshold if request.score_threshold is not None else (thinking or ThinkingConfig()).threshold
+    gate = ThinkingTrace(stats=TraceStats(mode=request.mode))
+    if roots and threshold >= 0 and not has_evidence(
+        store, embedder, tenant, typed_query.query, vector, roots, request.filter, gate
+    ):  # a negative threshold asks for every candidate, evidence or not
+        gate.stats.stop_reason = "no_evidence"
+        gate.stats.latency_ms = (time.perf_counter() - started) * 1000
+        return RetrieveOutput(query=typed_query, candidates=[], trace=gate)
     if request.mode == "thinking":
         cfg = thinking or ThinkingConfig()
         if request.score_threshold is not None:
@@ -71,6 +80,7 @@ def retrieve(
         )
     else:
         candidates, trace = quick_search(store, tenant, vector, roots, hand_on, request.filter, hybrid_text, collapse)
+    trace.events[:0] = gate.events
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace)
 

@@ -82,6 +82,9 @@ def test_keyword_search_ranks_by_bm25_within_the_filter_and_tenant(
     filtered = store.query(query(tenant, text="refunds", mode=SearchMode.KEYWORD, filter={"level": {"$lt": 2}}))
     assert names_of(filtered, records) == {"d", "e"}
     assert store.query(query(tenant, text="zebra", mode=SearchMode.KEYWORD)) == []
+    # words are matched by their stem: "refunding" finds the records that say "refunds"
+    stemmed = store.query(query(tenant, text="Refunding", mode=SearchMode.KEYWORD, limit=10))
+    assert {names_of([h], records).pop() for h in stemmed} == {"a", "d", "e"}
 
 
 def test_hybrid_search_fuses_dense_and_keyword_scores(store: VectorStore, tenant: str) -> None:

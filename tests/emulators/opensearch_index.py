@@ -69,9 +69,24 @@ def valid_index_name(name: str) -> None:
         )
 
 
-def analyze(text: str) -> list[str]:
-    """The standard analyzer, near enough: Unicode word tokens, lower-cased, no stop words."""
-    return [t.lower() for t in _TOKEN_RE.findall(text)]
+# Lucene's English stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET)
+_ENGLISH_STOP = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there "
+    "these they this to was will with".split()
+)
+ANALYZERS = ("standard", "english")
+
+
+def analyze(text: str, analyzer: str | None = None) -> list[str]:
+    """A built-in analyzer, near enough. ``standard``: Unicode word tokens, lower-cased, no stop
+    words; ``english``: the same without English stop words, reduced to Porter stems (the Snowball
+    English stemmer stands in for Lucene's PorterStemFilter)."""
+    tokens = [t.lower() for t in _TOKEN_RE.findall(text)]
+    if analyzer == "english":
+        import Stemmer
+
+        tokens = Stemmer.Stemmer("english").stemWords([t for t in tokens if t not in _ENGLISH_STOP])
+    return tokens
 
 
 def parse_date(value: Any) -> float | None:
@@ -157,6 +172,9 @@ def _check_properties(props: dict[str, Any], knn_enabled: bool, prefix: str = ""
             raise ApiError(400, "mapper_parsing_exception", f"No handler for type [{ftype}] declared on field [{name}]")
         if ftype == "knn_vector":
             _check_knn(path, spec, knn_enabled)
+        for key in ("analyzer", "search_analyzer"):
+            if key in spec and spec[key] not in ANALYZERS:
+                raise ApiError(400, "mapper_parsing_exception", f"analyzer [{spec[key]}] has not been configured in mappings")
         _check_properties(spec.get("fields", {}), knn_enabled, path + ".")
 
 
@@ -403,7 +421,7 @@ class _DocParser:
                 if len(text) <= mapping.get("ignore_above", 2**31):
                     self._add(path, text)
             elif ftype in ("text", "match_only_text"):
-                self._add(path, analyze(keyword_of(value)))
+                self._add(path, analyze(keyword_of(value), mapping.get("analyzer")))
             elif ftype in NUMERIC:
                 self._add(path, number_of(ftype, value))
             elif ftype == "boolean":

@@ -275,7 +275,7 @@ def _bm25(ctx: _Ctx, path: str, text: str, operator: str, msm: Any, boost: float
         return {}
     if mapping.get("type") not in ("text", "match_only_text"):  # keyword, numbers: the whole value is one term
         return _match_any(ctx, path, [text], boost)
-    terms = analyze(text)
+    terms = analyze(text, mapping.get("search_analyzer") or mapping.get("analyzer"))
     if not terms:
         return {}
     n_docs, avgdl, df = _field_stats(ctx, source_path)

@@ -106,6 +106,14 @@ def test_hybrid_fuses_both_rankings(tmp_path):
     assert 0.7 < hits[0].score < 1.0
 
 
+def test_records_without_words_give_keyword_nothing_and_hybrid_its_dense_part(tmp_path):
+    s = LocalVectorStore(tmp_path, dimension=DIM)
+    s.upsert([rec("acme", "cairn://resources/a", onehot(0)), rec("acme", "cairn://resources/b", onehot(1))])
+    assert s.query(VectorQuery(tenant="acme", text="refund", mode="keyword", limit=5)) == []
+    hits = s.query(VectorQuery(tenant="acme", vector=list(onehot(0)), text="refund", mode="hybrid", limit=1))
+    assert [h.record.uri for h in hits] == ["cairn://resources/a"] and hits[0].score == pytest.approx(0.7)
+
+
 def test_bm25s_is_imported_only_by_a_keyword_query(tmp_path):
     import subprocess
     import sys

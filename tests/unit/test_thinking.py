@@ -40,8 +40,11 @@ def store(tmp_path):
 
 
 def search(store, **cfg):
+    """Thinking search with the query Q; relevance feedback off unless asked (it moves the query,
+    and these tests pin the scores Q gives)."""
     limit = cfg.pop("limit", 10)
     hand_on = cfg.pop("hand_on", None)
+    cfg.setdefault("feedback_docs", 0)
     return thinking_search(store, "t", Q, [ROOT], limit, None, ThinkingConfig(**cfg), hand_on)
 
 
@@ -178,3 +181,32 @@ def test_ancestor_scores_apply_to_leaves_found_by_the_global_search(store):
     sub = 0.5 * 0.5 + 0.5 * 0.9  # a/sub is scored below a
     assert got[("cairn://resources/a/sub/deep.md", 2)] == pytest.approx(0.5 * 0.2 + 0.5 * sub)
     assert trace.stats.fetch_calls == 1 and trace.stats.vector_calls == 1
+
+
+def test_relevance_feedback_moves_the_query_toward_its_best_leaves_and_searches_again(store):
+    cfg = ThinkingConfig(feedback_docs=1, feedback_weight=1.0, max_rounds=0)
+    found, trace = thinking_search(store, "t", Q, [ROOT], 10, None, cfg, hybrid_text="unmatched words")
+    feedback = [e for e in trace.events if e.kind == "feedback"]
+    assert len(feedback) == 1 and "cairn://resources/b/y.md" in feedback[0].detail  # the best leaf (0.6)
+    assert [e.kind for e in trace.events[:3]] == ["global_search", "feedback", "global_search"]
+    assert trace.stats.vector_calls == 2 and trace.stats.fetch_calls == 1
+    # the query moved toward y.md: it scores above what Q gave it (0.7 · 0.6, no keyword match) and
+    # the first pool was replaced
+    leaves = [c for c in found if c.record.level == 2]
+    assert leaves[0].record.uri == "cairn://resources/b/y.md" and leaves[0].score > 0.7 * 0.6 + 0.01
+
+
+def test_dense_only_searches_get_no_feedback(store):
+    found, trace = search(store, feedback_docs=3)
+    assert not [e for e in trace.events if e.kind == "feedback"] and trace.stats.fetch_calls == 0
+
+
+def test_no_feedback_when_nothing_clears_the_threshold(store):
+    cfg = ThinkingConfig(feedback_docs=3, threshold=0.95)
+    found, trace = thinking_search(store, "t", Q, [ROOT], 10, None, cfg, hybrid_text="unmatched words")
+    assert found == [] and not [e for e in trace.events if e.kind == "feedback"]
+    assert trace.stats.fetch_calls == 0
+
+
+def test_feedback_is_on_by_default():
+    assert ThinkingConfig().feedback_docs > 0 and ThinkingConfig().feedback_weight > 0

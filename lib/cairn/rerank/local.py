@@ -9,7 +9,7 @@ scored two ways over the candidate set, then fused:
   most its window (256 tokens for MiniLM); with ``windows > 1`` a longer text is embedded
   as that many windows spread over it and the best window counts.
 * **BM25** (``bm25s``, imported on first use) over the candidate set itself, English
-  stopwords removed: lexical evidence — names, codes, numbers — that embeddings blur.
+  stop words removed and words stemmed as in the store's keyword search: lexical evidence — names, codes, numbers — that embeddings blur.
 
 Fusion is a **convex combination**, ``w·max(cos, 0) + (1−w)·bm25/max(bm25)`` with
 ``w = 0.7`` by default, and not reciprocal-rank fusion. RRF keeps only ranks: its scores
@@ -48,14 +48,15 @@ def _windows(text: str, size: int, count: int) -> list[str]:
 
 
 def bm25_scores(query: str, documents: list[str]) -> np.ndarray:
-    """BM25 of ``query`` against each document, indexed over ``documents`` only."""
-    import bm25s
+    """BM25 of ``query`` against each document, indexed over ``documents`` only (stemmed words,
+    as the local store's keyword search: :mod:`cairn.vectorstores.keywords`)."""
+    from ..vectorstores import keywords
 
-    corpus = bm25s.tokenize(documents, stopwords="en", show_progress=False)
-    q_tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
-    if not q_tokens or not any(corpus.ids):
+    corpus = keywords.tokenize(documents)
+    q_tokens = keywords.tokenize([query])[0]
+    if not q_tokens or not any(corpus):
         return np.zeros(len(documents), dtype=np.float32)
-    index = bm25s.BM25()
+    index = keywords.bm25s().BM25()
     index.index(corpus, show_progress=False)
     return np.asarray(index.get_scores(q_tokens), dtype=np.float32)
 

@@ -7,6 +7,18 @@
    put new directories back on the frontier;
 3. stop when the top set or the pool stops changing for ``patience`` rounds, the frontier
    is empty, or a budget (rounds, vector calls, deadline) is spent. The trace says which.
+
+Between 1 and 2, **relevance feedback** (Rocchio, on the query vector): the best
+``feedback_docs`` leaves the global search found (over the threshold, by their fused score, and
+within ``feedback_ratio`` of the best one: a clear winner is not diluted by the runners-up) are
+averaged into the query vector with weight ``feedback_weight``, and the global
+search runs again with it; the first pool is discarded. A question phrased unlike its answer
+moves toward the vocabulary of the documents that answer it. It costs one fetch and one vector
+call; a query that found nothing over the threshold (gibberish) gets no feedback. It runs in
+hybrid searches only, where the feedback leaves were chosen by dense and keyword evidence
+together: measured on the shared collections it raised hybrid nDCG@10 (cranfield 0.385 →
+0.406, scifact 0.736 → 0.742) while feedback from dense-only leaves lowered scifact (0.658 →
+0.645) (benchmarks/README.md, "Relevance feedback in thinking mode").
 """
 
 from __future__ import annotations
@@ -40,6 +52,10 @@ class ThinkingConfig:
     max_vector_calls: int = 8
     deadline_ms: float = 2000.0
     patience: int = 3
+    # relevance feedback after the global search (0 docs: off); see the module doc
+    feedback_docs: int = 3
+    feedback_weight: float = 1.0
+    feedback_ratio: float = 0.9  # a feedback leaf scores at least this share of the best leaf's score
     # what one expansion searches: a directory's children (DESIGN §2.2), or its whole subtree
     # (one call reaches leaves at any depth; the directories below are then not expanded again)
     scope: Literal["children", "subtree"] = "children"
@@ -148,6 +164,27 @@ class _Search:
                 self.dir_scores[r] = 0.0
                 heapq.heappush(self.frontier, (0.0, r))
 
+    def feedback(self, roots: list[str]) -> bool:
+        """Move the query vector toward its best leaves and search globally again (module doc)."""
+        leaves = [c for c in ranked(self.pool.values()) if c.record.level is Level.DETAIL]
+        if not leaves:
+            return False
+        cutoff = self.cfg.feedback_ratio * leaves[0].score  # only leaves nearly as good as the best
+        best = [c for c in leaves[: self.cfg.feedback_docs] if c.score >= cutoff]
+        recs = [r for r in self.store.fetch(self.tenant, [c.record.id for c in best]) if r.vector is not None]
+        self.trace.stats.fetch_calls += 1
+        if not recs:
+            return False
+        centroid = _unit(np.asarray([r.vector for r in recs], dtype=np.float32)).mean(axis=0)
+        self.qvec = _unit(self.qvec + self.cfg.feedback_weight * centroid)
+        self.vector = self.qvec.tolist()
+        self.trace.add("feedback", detail=f"query moved toward {len(recs)} leaves: {', '.join(r.uri for r in recs)}")
+        self.pool.clear()
+        self.frontier.clear()
+        self.dir_scores.clear()
+        self.global_search(roots)
+        return True
+
     def pop_round(self) -> list[str]:
         batch: list[str] = []
         while self.frontier and len(batch) < self.cfg.dirs_per_round:
@@ -212,6 +249,8 @@ def thinking_search(
         s.trace.stats.stop_reason = "no_roots"
         return [], s.trace
     s.global_search(roots)
+    if hybrid and cfg.feedback_docs > 0 and cfg.feedback_weight > 0:  # dense-only feedback lowered scifact: not used
+        s.feedback(roots)
     conv = Convergence(cfg.patience)
     rounds = 0
     stop = _stop_by_budget(s, started, rounds)

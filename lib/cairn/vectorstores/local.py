@@ -17,7 +17,7 @@ Partitions load lazily, one tenant at a time: an unreadable one fails only its t
 * **Dense** search is one matrix product per tenant for a whole ``query_many`` batch,
   restricted to the union of the batch's pre-filtered rows when that is small.
 * **Keyword** search is BM25 (``bm25s``, imported only when a keyword or hybrid query runs)
-  over title + abstract + text, indexed per tenant and rebuilt lazily after a write;
+  over the stemmed words (:mod:`.keywords`) of title + abstract + text, indexed per tenant and rebuilt lazily after a write;
   **hybrid** fuses dense and BM25 scores (a convex combination, :mod:`.fusion`, as OpenSearch).
 """
 
@@ -34,6 +34,7 @@ import numpy as np
 
 from ..filters import tree as t
 from ..models import ContextRecord
+from . import keywords
 from . import local_persistence as persist
 from .base import Capabilities, SearchMode, VectorHit, VectorQuery, VectorStore
 from .fusion import fuse, hybrid_depth
@@ -228,22 +229,21 @@ class _PreFilter:
 
 
 class _Keyword:
-    """A BM25 index over one partition's title + abstract + text."""
+    """A BM25 index over one partition's title + abstract + text (stemmed words, :mod:`.keywords`)."""
 
     def __init__(self, docs: list[dict[str, Any]]) -> None:
-        import bm25s
-
-        self._bm25s = bm25s
         texts = [" ".join(filter(None, (d.get("title"), d.get("abstract"), d.get("text")))) for d in docs]
-        self.retriever = bm25s.BM25()
-        self.retriever.index(self._tokenize(texts), show_progress=False)
-        self.vocab = self.retriever.vocab_dict
-
-    def _tokenize(self, texts: list[str]) -> list[list[str]]:
-        return self._bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)  # type: ignore[no-any-return]
+        corpus = keywords.tokenize(texts)
+        self.retriever = keywords.bm25s().BM25()
+        self.vocab: dict[str, int] = {}
+        if any(corpus):  # bm25s cannot index a corpus without a single word: every query finds nothing
+            self.retriever.index(corpus, show_progress=False)
+            self.vocab = self.retriever.vocab_dict
 
     def scores(self, text: str) -> np.ndarray | None:
-        tokens = [tok for tok in self._tokenize([text])[0] if tok in self.vocab]
+        if not self.vocab:
+            return None
+        tokens = [tok for tok in keywords.tokenize([text])[0] if tok in self.vocab]
         return self.retriever.get_scores(tokens) if tokens else None
 
 

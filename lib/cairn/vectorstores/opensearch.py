@@ -49,14 +49,18 @@ if TYPE_CHECKING:
 KEYWORD_FIELDS = ("title.text^2", "abstract", "text")
 _MAX_ID_BYTES = 512
 _KEYWORD = {"type": "keyword"}
-_TEXT_WITH_KEYWORD = {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+# Full text is analysed with the built-in ``english`` analyzer (stop words, Porter stems), as the
+# local store's keyword search (:mod:`cairn.vectorstores.keywords`). An index created before it
+# keeps the standard analyzer until it is re-created (analyzers cannot change in place).
+_ENGLISH_TEXT = {"type": "text", "analyzer": "english"}
+_TEXT_WITH_KEYWORD = {**_ENGLISH_TEXT, "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
 
 
 def index_body(dimension: int, engine: str) -> dict[str, Any]:
     """Settings and mappings of the cairn index (``knn`` on, one ``knn_vector`` field ``vector``)."""
     keyword_fields = ("tenant", "id", "uri", "parent_uri", "ancestors", "context_type", "owner", "tags", "content_hash")
     properties: dict[str, Any] = {name: dict(_KEYWORD) for name in keyword_fields}
-    properties["title"] = {"type": "keyword", "fields": {"text": {"type": "text"}}}  # filters read it exactly
+    properties["title"] = {"type": "keyword", "fields": {"text": dict(_ENGLISH_TEXT)}}  # filters read it exactly
     properties["abstract"] = dict(_TEXT_WITH_KEYWORD)
     properties["text"] = dict(_TEXT_WITH_KEYWORD)
     properties.update({name: {"type": "long"} for name in ("depth", "level", "active_count")})

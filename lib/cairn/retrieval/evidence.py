@@ -1,0 +1,104 @@
+"""No evidence, no results: a query made of words the tenant's content never uses must beat noise.
+
+A score threshold on cosine similarity cannot tell noise from an answer on every collection: an
+embedding model gives random letters a similarity of 0.2–0.37 to the nearest document of some
+collections (all-MiniLM-L6-v2 on abstracts of biomedical papers), which is where the relevant
+documents of hard questions score on others. So the threshold alone lets gibberish through.
+
+The gate asks for evidence of one of two kinds before a typed query keeps its candidates:
+
+* **lexical**: at least one of the query's words (stemmed, stop words aside) occurs in the
+  tenant's content — one keyword search with limit 1, on backends that have keyword search;
+* **semantic**: else, its best dense match must score above the tenant's **noise floor**, the
+  best score that strings of random letters reach against this tenant's vectors. The floor is
+  learned from the tenant's own content (a batch of fixed random strings, one ``query_many``),
+  cached per store and tenant for ``FLOOR_TTL_S``.
+
+A misspelt query ("refnds") keeps its dense answers when they are clearly closer than noise;
+random letters never do. A backend without keyword search (Pinecone dense) skips the gate, and
+the trace says so. The check costs one keyword search per typed query; the floor, a few
+milliseconds once per tenant and TTL.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+import threading
+import time
+from functools import lru_cache
+
+import numpy as np
+
+from ..embeddings import Embedder
+from ..models import ThinkingTrace
+from ..vectorstores import SearchMode, VectorQuery, VectorStore
+from .scope import scope_filter
+
+FLOOR_PROBES = 32
+FLOOR_TTL_S = 300.0
+_SEED = 20261201
+
+_floors: dict[tuple[int, str], tuple[float, float]] = {}  # (store, tenant) -> (computed at, floor)
+_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def probe_texts(n: int = FLOOR_PROBES) -> tuple[str, ...]:
+    """``n`` strings of random lower-case letters (1–3 words of 3–9 letters), the same every run."""
+    rng = random.Random(_SEED)
+    return tuple(
+        " ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9))) for _ in range(rng.randint(1, 3)))
+        for _ in range(n)
+    )
+
+
+@lru_cache(maxsize=8)
+def _probe_vectors(embedder: Embedder) -> np.ndarray:
+    return embedder.embed(list(probe_texts()), input_type="query")
+
+
+def noise_floor(store: VectorStore, embedder: Embedder, tenant: str, *, now: float | None = None) -> float:
+    """The best dense score random strings reach in ``tenant`` (cached for ``FLOOR_TTL_S``)."""
+    now = time.monotonic() if now is None else now
+    key = (id(store), tenant)
+    with _lock:
+        cached = _floors.get(key)
+    if cached is not None and now - cached[0] < FLOOR_TTL_S:
+        return cached[1]
+    requests = [VectorQuery(tenant=tenant, vector=v.tolist(), limit=1) for v in _probe_vectors(embedder)]
+    best = [hits[0].score for hits in store.query_many(requests) if hits]
+    floor = max(best, default=0.0)
+    with _lock:
+        _floors[key] = (now, floor)
+    return floor
+
+
+def has_evidence(
+    store: VectorStore,
+    embedder: Embedder,
+    tenant: str,
+    text: str,
+    vector: list[float],
+    roots: list[str],
+    user_filter: dict | None,
+    trace: ThinkingTrace,
+) -> bool:
+    """True when the query may keep its candidates (see the module doc); the trace says why not."""
+    if not store.capabilities().keyword:
+        trace.add("fallback", detail=f"the {store.backend} backend has no keyword search: no evidence gate")
+        return True
+    if store.query(VectorQuery(tenant=tenant, text=text, mode=SearchMode.KEYWORD, limit=1)):
+        return True
+    floor = noise_floor(store, embedder, tenant)
+    hits = store.query(VectorQuery(tenant=tenant, vector=vector, filter=scope_filter(roots, user_filter), limit=1))
+    best = hits[0].score if hits else 0.0
+    if best > floor:
+        trace.add("keep", detail=f"no query word occurs in the content; the best dense match {best:.3f} beats the noise floor {floor:.3f}")
+        return True
+    trace.add(
+        "exclude",
+        detail=f"no evidence: no query word occurs in the content and the best dense match {best:.3f} "
+        f"is no better than random text scores here ({floor:.3f})",
+    )
+    return False

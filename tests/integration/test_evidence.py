@@ -1,0 +1,54 @@
+"""No evidence, no results: random letters find nothing even where their cosine clears the
+threshold, while a misspelt question still finds its answer (cairn.retrieval.evidence)."""
+
+import itertools
+
+import pytest
+
+from cairn.ingest import Document, Ingestor
+from cairn.pipeline import Cairn
+from cairn.retrieval.evidence import noise_floor
+from cairn.vectorstores.local import LocalVectorStore
+
+pytestmark = pytest.mark.integration
+SUBJECTS = ("The staff", "Our guide", "The kitchen", "The garden", "The museum", "The bus", "The ferry", "The library")
+FACTS = ("was friendly", "opens at nine", "closes early on Sundays", "was very noisy", "is wheelchair accessible",
+         "was spotless", "accepts cards")
+GIBBERISH = ("qwzx plorf vrum", "blorptang quiffle")
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory, embedder):
+    """56 one-line reviews: short texts, where random letters reach a cosine over 0.1."""
+    store = LocalVectorStore(tmp_path_factory.mktemp("evidence") / "store", dimension=embedder.dimension)
+    docs = [Document((f"r{n}.md",), f"{s} {f}.") for n, (s, f) in enumerate(itertools.product(SUBJECTS, FACTS))]
+    Ingestor(store, embedder, "t").ingest(docs, "cairn://resources/reviews")
+    return Cairn(store, embedder, "t")
+
+
+@pytest.mark.parametrize("gibberish", GIBBERISH)
+def test_random_letters_clear_the_cosine_threshold_but_find_nothing(svc, gibberish):
+    everything = svc.find(gibberish, score_threshold=-1.0).all()  # a negative threshold turns the gate off
+    assert everything and everything[0].score > 0.1  # the 0.1 threshold alone would let them through
+    for mode in ("quick", "thinking"):
+        for hybrid in (False, True):
+            assert svc.find(gibberish, mode=mode, hybrid=hybrid).all() == [], (mode, hybrid)
+            assert svc.search(gibberish, mode=mode, hybrid=hybrid).all() == [], (mode, hybrid)
+
+
+def test_the_trace_says_why_nothing_was_found(svc):
+    result = svc.find("qwzx plorf vrum", include_provenance=True)
+    trace = result.query_results[0].trace
+    assert trace.stats.stop_reason == "no_evidence"
+    assert any("no evidence" in e.detail and "random text" in e.detail for e in trace.events)
+
+
+def test_a_misspelt_question_still_finds_its_answer(svc):
+    found = svc.find("is the musem wheelchar accesible").all()
+    assert found and found[0].abstract == "The museum is wheelchair accessible."
+
+
+def test_the_noise_floor_is_learned_from_the_tenants_content(svc, embedder):
+    floor = noise_floor(svc.store, embedder, "t")
+    assert 0.1 < floor < 0.5  # what random strings reach against these reviews
+    assert noise_floor(svc.store, embedder, "nobody") == 0.0  # an empty tenant has no floor to beat
