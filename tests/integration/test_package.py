@@ -30,6 +30,14 @@ def test_the_default_stack_ships_no_model_and_no_litellm(build):
         assert "local-embedding" not in layers and "llm" not in layers and layers[0] == "core"
 
 
+def test_only_the_ingest_function_gets_the_parsers_and_not_beside_litellm(build):
+    assert build.layers_of("ingest", *build.DEFAULT_CONFIG) == ["core", "opensearch", "docs"]
+    assert "docs" not in build.layers_of("ingest", "opensearch", "bedrock", "litellm")  # over the limit together
+    assert all("docs" not in build.layers_of(fn, *build.DEFAULT_CONFIG) for fn in build.FUNCTIONS if fn != "ingest")
+    template = (REPO / "template.yaml").read_text()
+    assert "!If [NeedsLiteLLM, !Ref AWS::NoValue, !Ref DocsLayer]" in template
+
+
 def test_every_accepted_configuration_is_checked_and_over_the_limit_fails(build):
     report = build.Report(layer_bytes={name: 1_000 for name in build.layers()},
                           function_bytes={fn: 10 for fn in build.FUNCTIONS})
