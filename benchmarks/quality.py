@@ -7,7 +7,8 @@ Collections (ingested once through the public Ingestor and cached, :mod:`.collec
 scifact and cranfield (flat, ``find()``), dstc11 (a tree titled from metadata; ``search()`` with
 the dialogue before the last turn as the session, the no-LLM planner with the folder-name
 resolver). Each query asks for 30 results and is judged on its first 10 documents (ir-measures
-nDCG@10 and R@10). Modes: quick / thinking × dense / hybrid, and the local reranker on the
+nDCG@10 and R@10). Modes: quick / thinking × dense / hybrid, ``default`` (no options: what the
+settings choose), and the local reranker on the
 first ``RERANK_QUERIES`` queries. ``bm25`` is plain BM25 (bm25s) over the raw documents with the
 raw query: the floor every default must clear. Latency is the whole call, with the query
 embedding served from a cache filled by an untimed pass (``embed_p50_ms`` is what a real
@@ -48,6 +49,7 @@ MODES = {
     "quick_hybrid": {"mode": "quick", "hybrid": True},
     "thinking_dense": {"mode": "thinking", "hybrid": False},
     "thinking_hybrid": {"mode": "thinking", "hybrid": True},
+    "default": {},  # what a caller gets without options: find() quick hybrid; search() thinking, hybrid "auto"
 }
 
 
@@ -177,6 +179,10 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
                 return lambda q: svc.search(q["text"], session_id=session_of[q["_id"]], rerank=rerank, **base)
             return lambda q: svc.find(q["text"], rerank=rerank, **base)
 
+        if not dialogue and "default" in modes:  # search() without a session: planned, thinking, hybrid "auto"
+            base = dict(limit=LIMIT, context_type="resource", score_threshold=-1.0, include_provenance=True)
+            out["search_default"] = measure(col, queries, qrels, lambda q: svc.search(q["text"], rerank=False, **base))
+            print(f"  {key} search_default: {out['search_default']}", flush=True)
         if dialogue:
             out["scoping"] = scoping(col, planner, sessions, session_of, queries, qrels)
             print(f"  {key} scoping: {out['scoping']}", flush=True)
@@ -193,11 +199,11 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
             print(f"  {key} {name}_rerank: {r}", flush=True)
         svc.reranker = None
         out["gibberish_results"] = {
-            name: sum(len(svc.find(g, mode=o["mode"], hybrid=o["hybrid"], limit=10).all()) for g in GIBBERISH)
+            name: sum(len(svc.find(g, limit=10, **o).all()) + len(svc.search(g, limit=10, **o).all()) for g in GIBBERISH)
             for name, o in modes.items()
         }
     out["embed_p50_ms"] = round(statistics.median(memo.embed_ms), 2) if memo.embed_ms else None
-    best = max(modes, key=lambda m: out[m]["nDCG@10"])
+    best = max((m for m in modes if m != "default"), key=lambda m: out[m]["nDCG@10"])
     out["best_mode"] = best
     out["thinking_recall_ge_quick"] = {
         kind: out[f"thinking_{kind}"]["recall@10"] >= out[f"quick_{kind}"]["recall@10"]

@@ -86,7 +86,7 @@ class LocalEmbedderSettings(_Settings):
     """all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions), shipped on PyPI: the embedded default."""
 
     provider: Literal["local"] = "local"
-    batch_size: int = Field(default=32, ge=1, le=1024)
+    batch_size: int = Field(default=8, ge=1, le=1024)  # 8: a third of the memory of 32, no slower (benchmarks/README.md)
 
 
 class BedrockEmbedderSettings(_Settings):
@@ -236,7 +236,9 @@ class Settings(_Settings):
     alpha: float = Field(default=0.3, ge=0.0, le=1.0)  # thinking mode's propagation weight
     hotness_weight: float = Field(default=0.0, ge=0.0, le=1.0)
     find_hybrid: bool = True  # find() fuses dense and keyword scores unless the request says
-    search_hybrid: bool = False  # search(): dense (scoped to a folder, keywords hurt where measured)
+    # search(): "auto" fuses keywords except inside folders the planner narrowed the query to
+    # (there they hurt where measured: benchmarks/README.md); true / false: always / never
+    search_hybrid: bool | Literal["auto"] = "auto"
     planner_min_confidence: float = Field(default=0.55, ge=0.0, le=1.0)  # scope only above this
     planner_stop_words: tuple[str, ...] = ()  # words of the tenant's domain that are never names
     memory_extraction: Literal["auto", "llm", "archive"] = "auto"  # auto: typed memories with an LLM, else archive turns

@@ -132,13 +132,16 @@ class Cairn:
 
     def with_defaults(self, request: FindRequest, *, search: bool) -> FindRequest:
         """``request`` with what it leaves to the settings filled in: hybrid (``find_hybrid`` /
-        ``search_hybrid``, each chosen by measurement)."""
+        ``search_hybrid``, each chosen by measurement; ``"auto"`` leaves it to each typed query)."""
         if request.hybrid is not None:
             return request
         cfg = self.services.settings
         if request.context_type is ContextType.MEMORY:
             return request.model_copy(update={"hybrid": cfg.memory_hybrid})
-        return request.model_copy(update={"hybrid": cfg.search_hybrid if search else cfg.find_hybrid})
+        chosen = cfg.search_hybrid if search else cfg.find_hybrid
+        if chosen == "auto":
+            return request  # hybrid=None: decided per typed query (stages.retrieve)
+        return request.model_copy(update={"hybrid": chosen})
 
     def session_view(self, session_id: str | None) -> Any:
         """The session a search plans with (None without one); a clear error without a store."""

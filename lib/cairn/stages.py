@@ -60,7 +60,12 @@ def retrieve(
     vector = embedder.embed_one(typed_query.query).tolist()
     roots = roots_for(typed_query.context_type, typed_query.target_uris, request.user)
     hand_on = 2 * request.limit if rerank_follows else request.limit
-    hybrid_text = typed_query.query if request.hybrid else None  # dense + keyword, in either mode
+    # Folders the planner narrowed the query to (not ones the caller named): inside them the query's
+    # entity words match every document, so keywords and feedback stop discriminating (measured:
+    # benchmarks/README.md). ``hybrid=None`` (search()'s "auto") is hybrid everywhere else.
+    narrowed = bool(typed_query.target_uris) and not request.target_uris
+    hybrid = request.hybrid if request.hybrid is not None else not narrowed
+    hybrid_text = typed_query.query if hybrid else None  # dense + keyword, in either mode
     collapse = request.collapse_chunks  # one result per document unless asked
     threshold = request.score_threshold if request.score_threshold is not None else (thinking or ThinkingConfig()).threshold
     gate = ThinkingTrace(stats=TraceStats(mode=request.mode))
@@ -74,6 +79,8 @@ def retrieve(
         cfg = thinking or ThinkingConfig()
         if request.score_threshold is not None:
             cfg = replace(cfg, threshold=request.score_threshold)
+        if narrowed:  # feedback would pull the query toward what the narrowed folders' documents all share
+            cfg = replace(cfg, feedback_docs=0)
         candidates, trace = thinking_search(
             store, tenant, vector, roots, request.limit, request.filter, cfg, hand_on,
             hybrid_text=hybrid_text, collapse_chunks=collapse,

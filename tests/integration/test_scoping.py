@@ -54,6 +54,19 @@ def test_the_sessions_entity_scopes_the_search(svc):
     assert all(m.uri.startswith(f"{ROOT}/hotel/1") for m in res.all())
 
 
+def test_search_fuses_keywords_except_inside_the_folder_the_planner_narrowed_to(svc):
+    s = svc.sessions.create("t")
+    svc.sessions.append("t", s.id, "user", "I'd like to stay at Hobsons House next week.")
+    narrowed = svc.search("Is there parking there?", session_id=s.id, include_provenance=True)
+    assert narrowed.query_plan.queries[0].target_uris  # the planner narrowed it to the hotel's folder
+    assert "mode=dense" in narrowed.query_results[0].trace.events[0].detail
+    assert not [e for e in narrowed.query_results[0].trace.events if e.kind == "feedback"]
+    wide = svc.search("Is there parking?", include_provenance=True)  # no session: nothing narrowed
+    assert "mode=hybrid" in wide.query_results[0].trace.events[0].detail
+    asked = svc.search("Is there parking there?", session_id=s.id, hybrid=True, include_provenance=True)
+    assert "mode=hybrid" in asked.query_results[0].trace.events[0].detail  # the caller's choice wins
+
+
 def test_an_unknown_entity_leaves_the_search_unscoped(svc):
     s = svc.sessions.create("t")
     svc.sessions.append("t", s.id, "user", "What about the Grand Budapest Hotel?")

@@ -81,3 +81,11 @@ def test_a_home_that_is_a_file_is_named(tmp_path):
     afile.write_text("x")
     with pytest.raises(ConfigError, match="is a file; give a folder"):
         load_settings({"CAIRN_HOME": str(afile)})
+
+
+def test_search_hybrid_is_auto_unless_set():
+    assert load_settings({}).search_hybrid == "auto" and load_settings({}).find_hybrid is True
+    assert load_settings({"CAIRN_SEARCH_HYBRID": "false"}).search_hybrid is False
+    assert load_settings({"CAIRN_SEARCH_HYBRID": "true"}).search_hybrid is True
+    with pytest.raises(ConfigError, match="search_hybrid"):
+        load_settings({"CAIRN_SEARCH_HYBRID": "sometimes"})

@@ -23,6 +23,11 @@ class TableEmbedder:
 
         return np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
 
+    def embed(self, texts, input_type="document"):
+        import numpy as np
+
+        return np.stack([self.embed_one(t) for t in texts])
+
 
 class RecordingReranker(Reranker):
     name = "recording"
@@ -64,7 +69,7 @@ def svc(tmp_path):
 
 def test_the_reranker_reorders_and_the_trace_says_so(svc):
     svc.reranker = RecordingReranker(answer=lambda docs: [0.95 if "beta" in d else 0.2 for d in docs])
-    res = svc.search("which one?", limit=1)
+    res = svc.search("which text?", limit=1)
     assert [m.uri for m in res.resources] == ["cairn://resources/kb/b.md"]
     stats = res.query_results[0].trace.stats
     assert stats.mode == "thinking" and stats.rerank_used and stats.rerank_fallback is None
@@ -74,7 +79,7 @@ def test_the_reranker_reorders_and_the_trace_says_so(svc):
 
 def test_a_failing_reranker_keeps_vector_scores_and_is_counted(svc):
     svc.reranker = RecordingReranker(fail=True)
-    res = svc.search("which one?", limit=2)
+    res = svc.search("which text?", limit=2)
     assert [m.uri for m in res.resources] == ["cairn://resources/kb/a.md", "cairn://resources/kb/b.md"]
     assert res.query_results[0].trace.stats.rerank_fallback == "error"
     assert any(e.kind == "fallback" for e in res.query_results[0].trace.events)
@@ -82,9 +87,9 @@ def test_a_failing_reranker_keeps_vector_scores_and_is_counted(svc):
 
 def test_find_does_not_rerank_unless_asked(svc):
     svc.reranker = RecordingReranker(answer=lambda docs: [0.5] * len(docs))
-    svc.find("which one?")
+    svc.find("which text?")
     assert svc.reranker.sent == []
-    svc.find("which one?", rerank=True)
+    svc.find("which text?", rerank=True)
     assert len(svc.reranker.sent) == 1
 
 
@@ -106,7 +111,7 @@ def test_search_with_a_session_stores_the_prefetched_context(svc):
 
 
 def test_statistics_are_recorded_per_retrieval(svc):
-    svc.find("which one?")
-    svc.search("which one?")
+    svc.find("which text?")
+    svc.search("which text?")
     snap = svc.stats.snapshot()
     assert snap.total.queries == 2

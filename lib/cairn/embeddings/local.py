@@ -74,7 +74,7 @@ class LocalEmbedder(Embedder):
     name = "local-minilm"
     dimension = DIMENSION
 
-    def __init__(self, batch_size: int = 32, threads: int = 0) -> None:
+    def __init__(self, batch_size: int = 8, threads: int = 0) -> None:
         self.batch_size = batch_size
         self._threads = threads
         self._lock = threading.Lock()
