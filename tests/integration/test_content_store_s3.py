@@ -1,6 +1,5 @@
 """The S3 content store through a real boto3 client against moto's server, and the ingestor on top."""
 
-import boto3
 import numpy as np
 import pytest
 from cairn.embeddings.base import Embedder, normalize
@@ -8,26 +7,18 @@ from cairn.ingest import ContentNotFound, Document, Ingestor, S3ContentStore, re
 from cairn.ingest.content import ContentStoreError
 from cairn.vectorstores.local import LocalVectorStore
 
+from tests import moto_s3
+
 pytestmark = pytest.mark.integration
 ROOT = "cairn://resources/kb"
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+endpoint = moto_s3.s3_endpoint  # the moto server, one per module
 
 
 @pytest.fixture
 def s3(endpoint, request):
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
-    )
+    client = moto_s3.s3_client(endpoint)
     bucket = "cairn-" + request.node.name.replace("_", "-")[:40].lower()
     client.create_bucket(Bucket=bucket)
     return client, bucket
