@@ -17,13 +17,17 @@ FACTS = ("was friendly", "opens at nine", "closes early on Sundays", "was very n
 GIBBERISH = ("qwzx plorf vrum", "blorptang quiffle")
 
 
-@pytest.fixture(scope="module")
-def svc(tmp_path_factory, embedder):
+def reviews(folder, embedder):
     """56 one-line reviews: short texts, where random letters reach a cosine over 0.1."""
-    store = LocalVectorStore(tmp_path_factory.mktemp("evidence") / "store", dimension=embedder.dimension)
+    store = LocalVectorStore(folder / "store", dimension=embedder.dimension)
     docs = [Document((f"r{n}.md",), f"{s} {f}.") for n, (s, f) in enumerate(itertools.product(SUBJECTS, FACTS))]
     Ingestor(store, embedder, "t").ingest(docs, "cairn://resources/reviews")
     return Cairn(store, embedder, "t")
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory, embedder):
+    return reviews(tmp_path_factory.mktemp("evidence"), embedder)
 
 
 @pytest.mark.parametrize("gibberish", GIBBERISH)
@@ -52,3 +56,12 @@ def test_the_noise_floor_is_learned_from_the_tenants_content(svc, embedder):
     floor = noise_floor(svc.store, embedder, "t")
     assert 0.1 < floor < 0.5  # what random strings reach against these reviews
     assert noise_floor(svc.store, embedder, "nobody") == 0.0  # an empty tenant has no floor to beat
+
+
+def test_a_word_in_another_users_memories_is_no_evidence(tmp_path, embedder):
+    svc = reviews(tmp_path, embedder)
+    svc.remember("ann", "My locker code is qwzx plorf vrum.", "preferences")
+    mine = svc.find("qwzx plorf vrum", context_type="memory", user="ann").all()
+    assert mine and "qwzx plorf vrum" in mine[0].abstract  # ann's own words are evidence for ann
+    theirs = svc.find("qwzx plorf vrum", context_type="memory", user="bob", include_provenance=True)
+    assert theirs.all() == [] and theirs.query_results[0].trace.stats.stop_reason == "no_evidence"

@@ -8,7 +8,8 @@ documents of hard questions score on others. So the threshold alone lets gibberi
 The gate asks for evidence of one of two kinds before a typed query keeps its candidates:
 
 * **lexical**: at least one of the query's words (stemmed, stop words aside) occurs in the
-  tenant's content — one keyword search with limit 1, on backends that have keyword search;
+  content the query may search (its roots and filter: another user's memories never count) — one
+  keyword search with limit 1, on backends that have keyword search;
 * **semantic**: else, its best dense match must score above the tenant's **noise floor**, the
   best score that strings of random letters reach against this tenant's vectors. The floor is
   learned from the tenant's own content (a batch of fixed random strings, one ``query_many``),
@@ -88,10 +89,11 @@ def has_evidence(
     if not store.capabilities().keyword:
         trace.add("fallback", detail=f"the {store.backend} backend has no keyword search: no evidence gate")
         return True
-    if store.query(VectorQuery(tenant=tenant, text=text, mode=SearchMode.KEYWORD, limit=1)):
+    scope = scope_filter(roots, user_filter)  # only what this query may search: no word of another user's memories counts
+    if store.query(VectorQuery(tenant=tenant, text=text, mode=SearchMode.KEYWORD, filter=scope, limit=1)):
         return True
     floor = noise_floor(store, embedder, tenant)
-    hits = store.query(VectorQuery(tenant=tenant, vector=vector, filter=scope_filter(roots, user_filter), limit=1))
+    hits = store.query(VectorQuery(tenant=tenant, vector=vector, filter=scope, limit=1))
     best = hits[0].score if hits else 0.0
     if best > floor:
         trace.add("keep", detail=f"no query word occurs in the content; the best dense match {best:.3f} beats the noise floor {floor:.3f}")
