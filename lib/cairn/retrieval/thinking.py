@@ -171,6 +171,8 @@ class _Search:
             return False
         cutoff = self.cfg.feedback_ratio * leaves[0].score  # only leaves nearly as good as the best
         best = [c for c in leaves[: self.cfg.feedback_docs] if c.score >= cutoff]
+        if not best:  # a best score at or under 0 (a negative threshold) gives no usable feedback
+            return False
         recs = [r for r in self.store.fetch(self.tenant, [c.record.id for c in best]) if r.vector is not None]
         self.trace.stats.fetch_calls += 1
         if not recs:
