@@ -115,3 +115,19 @@ def test_statistics_are_recorded_per_retrieval(svc):
     svc.search("which text?")
     snap = svc.stats.snapshot()
     assert snap.total.queries == 2
+
+
+def test_limit_counts_documents_even_when_one_document_fills_the_first_page(tmp_path):
+    store = LocalVectorStore(None, dimension=4)
+    long_doc = [ContextRecord.build(tenant="t", uri=f"cairn://resources/kb/long.md#{n}", level=2,
+                                    text=f"long text {n}", vector=vec(0.95 - n * 0.001)) for n in range(30)]
+    others = [ContextRecord.build(tenant="t", uri=f"cairn://resources/kb/{name}.md", level=2, text=f"{name} text",
+                                  vector=vec(score)) for name, score in (("a", 0.8), ("b", 0.7), ("c", 0.6))]
+    store.upsert(long_doc + others)
+    svc = Cairn(store, TableEmbedder(), "t")
+    res = svc.find("which text?", limit=3, hybrid=False, include_provenance=True)
+    assert [m.uri for m in res.resources] == ["cairn://resources/kb/long.md#0", "cairn://resources/kb/a.md",
+                                              "cairn://resources/kb/b.md"]
+    assert res.query_results[0].trace.stats.stop_reason == "deepened"  # 6 chunks of long.md filled the first page
+    every_chunk = svc.find("which text?", limit=3, hybrid=False, collapse_chunks=False)
+    assert [m.uri for m in every_chunk.resources] == [f"cairn://resources/kb/long.md#{n}" for n in range(3)]

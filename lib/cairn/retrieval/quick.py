@@ -23,8 +23,9 @@ def quick_search(
 ) -> tuple[list[Candidate], ThinkingTrace]:
     """One scoped search. With ``hybrid_text`` and a backend that declares hybrid search, dense
     and BM25 scores are fused (:mod:`cairn.vectorstores.fusion`: 0..1, on the dense scale);
-    without, the search is dense and the trace says so. With ``collapse_chunks`` the search
-    reaches deeper (2·limit) so that ``limit`` counts documents, one chunk each."""
+    without, the search is dense and the trace says so. With ``collapse_chunks`` ``limit`` counts
+    documents, one chunk each: the search reaches 2·limit deep, and searches again deeper when
+    the chunks of a few documents filled the page (the trace's stop reason says "deepened")."""
     started = time.perf_counter()
     trace = ThinkingTrace(stats=TraceStats(mode="quick"))
     if not roots:
@@ -33,22 +34,31 @@ def quick_search(
     hybrid = bool(hybrid_text) and store.capabilities().hybrid
     if hybrid_text and not hybrid:
         trace.add("fallback", detail=f"the {store.backend} backend has no hybrid search: dense only")
-    req = VectorQuery(
-        tenant=tenant,
-        vector=vector,
-        text=hybrid_text if hybrid else None,
-        mode=SearchMode.HYBRID if hybrid else SearchMode.DENSE,
-        filter=scope_filter(roots, user_filter),
-        limit=min(2 * limit, MAX_QUERY_LIMIT) if collapse_chunks else limit,
-    )
-    hits = store.query(req)
-    trace.add("global_search", detail=f"roots={roots} limit={limit} mode={req.mode.value} hits={len(hits)}")
-    trace.stats.vector_calls = 1
-    trace.stats.stop_reason = "single_search"
-    trace.stats.latency_ms = (time.perf_counter() - started) * 1000
+    # With collapse_chunks, ``limit`` counts documents: search 2·limit deep, and deeper (x4 each
+    # time, up to the backend's limit) while one document's chunks crowd the page.
+    depth = min(2 * limit, MAX_QUERY_LIMIT) if collapse_chunks else limit
     reason = "hybrid" if hybrid else "vector"
-    found = [Candidate(record=h.record, score=h.score, reason=reason) for h in hits]
-    if collapse_chunks:
-        found = best_chunk_per_document(found)[:limit]
+    while True:
+        req = VectorQuery(
+            tenant=tenant,
+            vector=vector,
+            text=hybrid_text if hybrid else None,
+            mode=SearchMode.HYBRID if hybrid else SearchMode.DENSE,
+            filter=scope_filter(roots, user_filter),
+            limit=depth,
+        )
+        hits = store.query(req)
+        trace.stats.vector_calls += 1
+        trace.add("global_search", detail=f"roots={roots} limit={depth} mode={req.mode.value} hits={len(hits)}")
+        found = [Candidate(record=h.record, score=h.score, reason=reason) for h in hits]
+        if not collapse_chunks:
+            break
+        found = best_chunk_per_document(found)
+        if len(found) >= limit or len(hits) < depth or depth >= MAX_QUERY_LIMIT:
+            found = found[:limit]
+            break
+        depth = min(4 * depth, MAX_QUERY_LIMIT)
+    trace.stats.stop_reason = "single_search" if trace.stats.vector_calls == 1 else "deepened"
+    trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     trace.stats.candidates_kept = len(found)
     return found, trace
