@@ -129,5 +129,7 @@ def test_limit_counts_documents_even_when_one_document_fills_the_first_page(tmp_
     assert [m.uri for m in res.resources] == ["cairn://resources/kb/long.md#0", "cairn://resources/kb/a.md",
                                               "cairn://resources/kb/b.md"]
     assert res.query_results[0].trace.stats.stop_reason == "deepened"  # 6 chunks of long.md filled the first page
+    thinking = svc.find("which text?", limit=3, hybrid=False, mode="thinking")  # its global search pages 30 deep
+    assert [m.uri for m in thinking.resources] == [m.uri for m in res.resources]
     every_chunk = svc.find("which text?", limit=3, hybrid=False, collapse_chunks=False)
     assert [m.uri for m in every_chunk.resources] == [f"cairn://resources/kb/long.md#{n}" for n in range(3)]

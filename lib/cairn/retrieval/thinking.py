@@ -30,11 +30,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..assemble import best_chunk_per_document
+from ..assemble import best_chunk_per_document, document_key
 from ..models import Candidate, Level, ThinkingTrace, TraceStats, record_id
 from ..uri import is_under
 from ..uri import parent as parent_of
 from ..vectorstores import SearchMode, VectorHit, VectorQuery, VectorStore
+from ..vectorstores.base import MAX_QUERY_LIMIT
 from .scope import scope_filter
 from .scoring import Convergence, add_to_pool, passes, propagate, ranked, top_uris
 
@@ -87,9 +88,10 @@ class _Search:
 
     def __init__(
         self, store: VectorStore, tenant: str, vector: list[float], cfg: ThinkingConfig, limit: int, user_filter: dict | None,
-        text: str | None = None,
+        text: str | None = None, collapse: bool = False, hand_on: int | None = None,
     ):
         self.store, self.tenant, self.vector, self.cfg = store, tenant, vector, cfg
+        self.collapse, self.hand_on = collapse, hand_on or limit
         self.text = text  # set: every search is hybrid (dense + keyword)
         self.qvec = _unit(np.asarray(vector, dtype=np.float32))
         self.limit, self.user_filter = limit, user_filter
@@ -152,10 +154,16 @@ class _Search:
 
     def global_search(self, roots: list[str]) -> None:
         k = self.cfg.global_k(self.limit)
-        req = self.request(scope_filter(roots, self.user_filter), k)
-        hits = self.store.query(req)
-        self.trace.stats.vector_calls += 1
-        self.trace.add("global_search", detail=f"roots={roots} limit={k} mode={req.mode.value} hits={len(hits)}")
+        while True:  # with collapse_chunks, deeper while a few documents' chunks fill the page
+            req = self.request(scope_filter(roots, self.user_filter), k)
+            hits = self.store.query(req)
+            self.trace.stats.vector_calls += 1
+            self.trace.add("global_search", detail=f"roots={roots} limit={k} mode={req.mode.value} hits={len(hits)}")
+            kept = {(document_key(h.record.uri), 2) if "#" in h.record.uri else (h.record.uri, int(h.record.level)) for h in hits}
+            crowded = len(kept) < len(hits) and len(kept) < self.hand_on  # chunks of one file took the places
+            if not (self.collapse and crowded) or len(hits) < k or k >= MAX_QUERY_LIMIT:
+                break
+            k = min(4 * k, MAX_QUERY_LIMIT)
         self.take_all(hits, 0.0, 0, "global", roots)
         if self.cfg.scope == "subtree":
             return  # the global search already searched the roots' whole subtrees
@@ -244,7 +252,7 @@ def thinking_search(
     cfg = config or ThinkingConfig()
     started = time.perf_counter()
     hybrid = bool(hybrid_text) and store.capabilities().hybrid
-    s = _Search(store, tenant, vector, cfg, limit, user_filter, hybrid_text if hybrid else None)
+    s = _Search(store, tenant, vector, cfg, limit, user_filter, hybrid_text if hybrid else None, collapse_chunks, hand_on)
     if hybrid_text and not hybrid:
         s.trace.add("fallback", detail=f"the {store.backend} backend has no hybrid search: dense only")
     if not roots:
