@@ -54,9 +54,19 @@ def probe_texts(n: int = FLOOR_PROBES) -> tuple[str, ...]:
     )
 
 
-@lru_cache(maxsize=8)
+_probes: dict[tuple[int, str, int], np.ndarray] = {}  # per embedder (any embedder: no hashing needed)
+
+
 def _probe_vectors(embedder: Embedder) -> np.ndarray:
-    return embedder.embed(list(probe_texts()), input_type="query")
+    key = (id(embedder), str(getattr(embedder, "name", "")), int(getattr(embedder, "dimension", 0)))
+    vectors = _probes.get(key)
+    if vectors is None:
+        vectors = embedder.embed(list(probe_texts()), input_type="query")
+        with _lock:
+            if len(_probes) >= 8:
+                _probes.clear()
+            _probes[key] = vectors
+    return vectors
 
 
 def noise_floor(store: VectorStore, embedder: Embedder, tenant: str, *, now: float | None = None) -> float:
