@@ -11,9 +11,12 @@ The gate asks for evidence of one of two kinds before a typed query keeps its ca
   content the query may search (its roots and filter: another user's memories never count) — one
   keyword search with limit 1, on backends that have keyword search;
 * **semantic**: else, its best dense match must score above the tenant's **noise floor**, the
-  best score that strings of random letters reach against this tenant's vectors. The floor is
-  learned from the tenant's own content (a batch of fixed random strings, one ``query_many``),
-  cached per store and tenant for ``FLOOR_TTL_S``.
+  score random letters are expected to stay under against this tenant's vectors: the larger of
+  the best score of ``FLOOR_PROBES`` fixed random strings and their mean plus four standard
+  deviations (the tail is long: measured on the shared collections, 0.1–0.5 % of 1,000 fresh
+  random strings still pass, against 0.1–3.6 % for the best of 32 probes alone). The floor is
+  learned from the tenant's own content (one ``query_many``), cached per store and tenant for
+  ``FLOOR_TTL_S``.
 
 A misspelt query ("refnds") keeps its dense answers when they are clearly closer than noise;
 random letters never do. A backend without keyword search (Pinecone dense) skips the gate, and
@@ -36,7 +39,8 @@ from ..models import ThinkingTrace
 from ..vectorstores import SearchMode, VectorQuery, VectorStore
 from .scope import scope_filter
 
-FLOOR_PROBES = 32
+FLOOR_PROBES = 64
+FLOOR_SIGMAS = 4.0
 FLOOR_TTL_S = 300.0
 _SEED = 20261201
 
@@ -78,8 +82,8 @@ def noise_floor(store: VectorStore, embedder: Embedder, tenant: str, *, now: flo
     if cached is not None and now - cached[0] < FLOOR_TTL_S:
         return cached[1]
     requests = [VectorQuery(tenant=tenant, vector=v.tolist(), limit=1) for v in _probe_vectors(embedder)]
-    best = [hits[0].score for hits in store.query_many(requests) if hits]
-    floor = max(best, default=0.0)
+    best = np.asarray([hits[0].score for hits in store.query_many(requests) if hits], dtype=np.float64)
+    floor = float(max(best.max(), best.mean() + FLOOR_SIGMAS * best.std())) if best.size else 0.0
     with _lock:
         _floors[key] = (now, floor)
     return floor
