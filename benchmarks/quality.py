@@ -13,7 +13,8 @@ first ``RERANK_QUERIES`` queries. ``bm25`` is plain BM25 (bm25s) over the raw do
 raw query: the floor every default must clear. Latency is the whole call, with the query
 embedding served from a cache filled by an untimed pass (``embed_p50_ms`` is what a real
 embedding adds). ``gibberish`` counts the results of three nonsense queries in every mode
-(default threshold): it must be 0.
+(default threshold): it must be 0; ``noise`` gives the tenant's noise floor and how many of 1,000
+fresh random strings would still beat it (:mod:`cairn.retrieval.evidence`).
 """
 
 from __future__ import annotations
@@ -92,6 +93,28 @@ def bm25_run(ds: BeirSet, queries: list[dict], *, stemmed: bool = False) -> dict
         ids, scores = index.retrieve(tokens, k=10, show_progress=False)
         run[q["_id"]] = {docs[i]["_id"]: float(s) for i, s in zip(ids[0], scores[0]) if s > 0}
     return run
+
+
+def noise_check(store: Any, embedder: Embedder, n: int = 1000) -> dict[str, Any]:
+    """The tenant's noise floor and the share of ``n`` fresh random strings (another seed than the
+    floor's probes) whose best dense match still beats it: how often gibberish would pass the
+    evidence check on dense evidence alone."""
+    import random
+    import string
+
+    from cairn.retrieval.evidence import noise_floor
+    from cairn.vectorstores import VectorQuery
+
+    rng = random.Random(7)
+    texts = [" ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9)))
+                      for _ in range(rng.randint(1, 3))) for _ in range(n)]
+    vectors = embedder.embed(texts, input_type="query")
+    best: list[float] = []
+    for start in range(0, n, 64):
+        requests = [VectorQuery(tenant=TENANT, vector=v.tolist(), limit=1) for v in vectors[start : start + 64]]
+        best += [hits[0].score if hits else 0.0 for hits in store.query_many(requests)]
+    floor = noise_floor(store, embedder, TENANT)
+    return {"floor": round(floor, 3), "random_strings": n, "passing": round(sum(b > floor for b in best) / n, 4)}
 
 
 def judged(col: Collection, result: Any) -> dict[str, float]:
@@ -202,6 +225,7 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
             name: sum(len(svc.find(g, limit=10, **o).all()) + len(svc.search(g, limit=10, **o).all()) for g in GIBBERISH)
             for name, o in modes.items()
         }
+    out["noise"] = noise_check(store, embedder)
     out["embed_p50_ms"] = round(statistics.median(memo.embed_ms), 2) if memo.embed_ms else None
     best = max((m for m in modes if m != "default"), key=lambda m: out[m]["nDCG@10"])
     out["best_mode"] = best

@@ -12,9 +12,10 @@ The gate asks for evidence of one of two kinds before a typed query keeps its ca
   keyword search with limit 1, on backends that have keyword search;
 * **semantic**: else, its best dense match must score above the tenant's **noise floor**, the
   score random letters are expected to stay under against this tenant's vectors: the larger of
-  the best score of ``FLOOR_PROBES`` fixed random strings and their mean plus four standard
-  deviations (the tail is long: measured on the shared collections, 0.1–0.5 % of 1,000 fresh
-  random strings still pass, against 0.1–3.6 % for the best of 32 probes alone). The floor is
+  the best score of ``FLOOR_PROBES`` fixed random strings and their mean plus ``FLOOR_SIGMAS``
+  standard deviations (the tail is long: on the shared collections 0–0.2 % of 1,000 fresh random
+  strings still beat it, against 0.1–3.6 % for the best of 32 probes alone and 0.1–1.2 % with four
+  standard deviations; benchmarks/README.md). The floor is
   learned from the tenant's own content (one ``query_many``), cached per store and tenant for
   ``FLOOR_TTL_S``.
 
@@ -40,7 +41,7 @@ from ..vectorstores import SearchMode, VectorQuery, VectorStore
 from .scope import scope_filter
 
 FLOOR_PROBES = 64
-FLOOR_SIGMAS = 4.0
+FLOOR_SIGMAS = 5.0
 FLOOR_TTL_S = 300.0
 _SEED = 20261201
 
