@@ -191,3 +191,21 @@ def test_missing_credentials_and_denied_listings_name_the_fix():
                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "ListObjectsV2")
     err = s3_error(denied, "s3://docs/handbook")
     assert isinstance(err, Forbidden) and "s3:ListBucket" in err.message
+
+
+def test_objects_fetched_at_once_still_come_in_listing_order(s3_endpoint, request):
+    from cairn.ingest.s3 import read_prefix
+    from cairn.ingest.sources import Document, Rejected
+
+    s3 = s3_client(s3_endpoint)
+    name = "cairn-" + request.node.name.replace("_", "-")[:40].lower()
+    s3.create_bucket(Bucket=name)
+    keys = [f"notes/n{i:02d}.{'md' if i % 4 else 'png'}" for i in range(20)]
+    for key in keys:
+        s3.put_object(Bucket=name, Key=key, Body=f"# Note {key}\n\nText of {key}.\n".encode())
+    items = list(read_prefix(s3, name, "notes", downloads=3))
+    assert [i.path[-1] if isinstance(i, Document) else i.source.rsplit("/", 1)[-1] for i in items] == \
+        [k.rsplit("/", 1)[-1] for k in keys]
+    assert [isinstance(i, Rejected) for i in items] == [k.endswith(".png") for k in keys]
+    # each document holds its own object's text (no two downloads share a file)
+    assert all(f"Text of notes/{i.path[-1]}." in i.text for i in items if isinstance(i, Document))

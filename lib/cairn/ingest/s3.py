@@ -19,6 +19,10 @@ to do), before anything is written: the bucket does not exist, listing it is den
 no credentials, or S3 cannot be reached (retryable) — a transient failure never makes a stored
 document look deleted.
 
+Up to ``DOWNLOADS`` objects are fetched at once (threads, one boto3 client) while the parser
+reads the ones before them; items still come in listing order, and a failure that stops the run
+stops it at the object where it happened.
+
 Incremental as folders are: unchanged objects are downloaded and parsed again, but neither
 embedded nor written (the tree compares content hashes); changed ones are re-embedded alone;
 objects no longer under the prefix are removed. Downloads are not skipped by ETag: the tree is
@@ -28,7 +32,9 @@ built from every document's text, and a stored record does not keep the full bod
 from __future__ import annotations
 
 import tempfile
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +46,7 @@ from .sources import JSON_SUFFIXES, MAX_JSON_BYTES, Document, Rejected, read_fil
 
 SCHEME = "s3://"
 READ_CHUNK = 1 << 20
+DOWNLOADS = 8  # objects fetched at once, ahead of the parser
 
 # how S3 answers a listing (or a download) that cannot go on: the family, and what to do
 _ERRORS: dict[str, tuple[type[CairnError], str]] = {
@@ -107,12 +114,15 @@ def list_objects(client: Any, bucket: str, prefix: str) -> Iterator[dict[str, An
 
 def read_prefix(
     client: Any, bucket: str, prefix: str, *, limits: Limits | None = None, runner: Any = None,
+    downloads: int = DOWNLOADS,
 ) -> Iterator[Document | Rejected]:
     """Every object under ``s3://bucket/prefix`` as a :class:`Document` placed at its key below the
-    prefix, or a :class:`Rejected` with the reason (see the module doc)."""
+    prefix, or a :class:`Rejected` with the reason (see the module doc). Up to ``downloads``
+    objects are fetched at once, ahead of the parser; items come in listing order."""
     limits = limits or Limits()
     folder = prefix if not prefix or prefix.endswith("/") else prefix + "/"
     found = False
+    todo: list[tuple[str, tuple[str, ...], int | None]] = []
     for obj in list_objects(client, bucket, prefix):
         key = obj["Key"]
         if key == prefix and not key.endswith("/"):
@@ -124,10 +134,38 @@ def read_prefix(
         found = True
         if key.endswith("/") or not path or any(s.startswith(".") for s in path):
             continue
-        yield from read_object(client, bucket, key, path, size=obj.get("Size"), limits=limits, runner=runner)
+        todo.append((key, path, obj.get("Size")))
     if not found:
         raise NotFound(f"nothing to ingest under s3://{bucket}/{prefix}: no object there; check the prefix "
                        "(keys are case-sensitive)")
+    with tempfile.TemporaryDirectory(prefix="cairn-s3-") as tmp, ThreadPoolExecutor(max(1, downloads)) as pool:
+        window: deque[tuple[str, tuple[str, ...], Any]] = deque()
+        items = iter(enumerate(todo))
+
+        def submit() -> None:
+            for n, (key, path, size) in items:
+                early = _before_download(bucket, key, path, size, limits)
+                fetch = None if early else pool.submit(_download_to, client, bucket, key, Path(tmp) / f"{n}{_suffix(path)}",
+                                                      _limit(path, limits))
+                window.append((key, path, early or fetch))
+                if len(window) >= max(1, downloads):
+                    return
+
+        submit()
+        while window:
+            key, path, pending = window.popleft()
+            submit()
+            if isinstance(pending, Rejected):
+                yield pending
+                continue
+            file, problem = pending.result()  # a retryable failure raises here and stops the run
+            if problem:
+                yield Rejected(f"s3://{bucket}/{key}", problem)
+                continue
+            try:
+                yield from _parse(file, path, f"s3://{bucket}/{key}", limits, runner)
+            finally:
+                file.unlink(missing_ok=True)
 
 
 def read_object(
@@ -136,28 +174,51 @@ def read_object(
 ) -> Iterator[Document | Rejected]:
     """One object, downloaded (bounded) and parsed by its key's extension, placed at ``path``."""
     limits = limits or Limits()
-    url = f"s3://{bucket}/{key}"
-    suffix = Path(path[-1]).suffix.lower()
-    if suffix not in JSON_SUFFIXES and parser_for(path[-1]) is None:
-        yield read_file(Path(key), path, shown=url)  # "unsupported file type": the file is never opened
-        return
-    limit = MAX_JSON_BYTES if suffix in JSON_SUFFIXES else limits.max_bytes
-    if size is not None and size > limit:
-        yield Rejected(url, f"object is {size:,} bytes; the limit is {limit:,}; not downloaded")
+    early = _before_download(bucket, key, path, size, limits)
+    if early:
+        yield early
         return
     with tempfile.TemporaryDirectory(prefix="cairn-s3-") as tmp:
-        file = Path(tmp) / ("object" + suffix)
-        problem = _download(client, bucket, key, file, limit)
+        file, problem = _download_to(client, bucket, key, Path(tmp) / ("object" + _suffix(path)), _limit(path, limits))
         if problem:
-            yield Rejected(url, problem)
+            yield Rejected(f"s3://{bucket}/{key}", problem)
             return
-        if suffix in JSON_SUFFIXES:
-            yield from read_json_file(file, path, shown=url)
-            return
-        item = read_file(file, path, limits=limits, runner=runner, shown=url)
+        yield from _parse(file, path, f"s3://{bucket}/{key}", limits, runner)
+
+
+def _suffix(path: tuple[str, ...]) -> str:
+    return Path(path[-1]).suffix.lower()
+
+
+def _limit(path: tuple[str, ...], limits: Limits) -> int:
+    return MAX_JSON_BYTES if _suffix(path) in JSON_SUFFIXES else limits.max_bytes
+
+
+def _before_download(bucket: str, key: str, path: tuple[str, ...], size: int | None, limits: Limits) -> Rejected | None:
+    """Why the object is skipped without a download (its type, or its listed size), or None."""
+    url = f"s3://{bucket}/{key}"
+    if _suffix(path) not in JSON_SUFFIXES and parser_for(path[-1]) is None:
+        item = read_file(Path(key), path, shown=url)  # "unsupported file type": the file is never opened
+        return item if isinstance(item, Rejected) else Rejected(url, "unsupported file type")
+    limit = _limit(path, limits)
+    if size is not None and size > limit:
+        return Rejected(url, f"object is {size:,} bytes; the limit is {limit:,}; not downloaded")
+    return None
+
+
+def _parse(file: Path, path: tuple[str, ...], url: str, limits: Limits, runner: Any) -> Iterator[Document | Rejected]:
+    if _suffix(path) in JSON_SUFFIXES:
+        yield from read_json_file(file, path, shown=url)
+        return
+    item = read_file(file, path, limits=limits, runner=runner, shown=url)
     if isinstance(item, Document):
         item = Document(item.path, item.text, item.title, {**item.metadata, "source.uri": url}, item.sections, item.notes)
     yield item
+
+
+def _download_to(client: Any, bucket: str, key: str, file: Path, limit: int) -> tuple[Path, str | None]:
+    """:func:`_download` into ``file``: the file, and the reason it was not read (or None)."""
+    return file, _download(client, bucket, key, file, limit)
 
 
 def _download(client: Any, bucket: str, key: str, file: Path, limit: int) -> str | None:
