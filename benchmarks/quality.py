@@ -99,15 +99,10 @@ def noise_check(store: Any, embedder: Embedder, n: int = 1000) -> dict[str, Any]
     """The tenant's noise floor and the share of ``n`` fresh random strings (another seed than the
     floor's probes) whose best dense match still beats it: how often gibberish would pass the
     evidence check on dense evidence alone."""
-    import random
-    import string
-
-    from cairn.retrieval.evidence import noise_floor
+    from cairn.retrieval.evidence import noise_floor, random_strings
     from cairn.vectorstores import VectorQuery
 
-    rng = random.Random(7)
-    texts = [" ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9)))
-                      for _ in range(rng.randint(1, 3))) for _ in range(n)]
+    texts = random_strings(n, seed=7)
     vectors = embedder.embed(texts, input_type="query")
     best: list[float] = []
     for start in range(0, n, 64):

@@ -49,14 +49,19 @@ _floors: dict[tuple[int, str], tuple[float, float]] = {}  # (store, tenant) -> (
 _lock = threading.Lock()
 
 
-@lru_cache(maxsize=1)
-def probe_texts(n: int = FLOOR_PROBES) -> tuple[str, ...]:
-    """``n`` strings of random lower-case letters (1–3 words of 3–9 letters), the same every run."""
-    rng = random.Random(_SEED)
-    return tuple(
+def random_strings(n: int, seed: int) -> list[str]:
+    """``n`` strings of random lower-case letters (1–3 words of 3–9 letters), the same for a seed."""
+    rng = random.Random(seed)
+    return [
         " ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9))) for _ in range(rng.randint(1, 3)))
         for _ in range(n)
-    )
+    ]
+
+
+@lru_cache(maxsize=1)
+def probe_texts() -> tuple[str, ...]:
+    """The floor's ``FLOOR_PROBES`` probes, the same every run."""
+    return tuple(random_strings(FLOOR_PROBES, _SEED))
 
 
 _probes: dict[tuple[int, str, int], np.ndarray] = {}  # per embedder (any embedder: no hashing needed)
@@ -75,7 +80,9 @@ def _probe_vectors(embedder: Embedder) -> np.ndarray:
 
 
 def noise_floor(store: VectorStore, embedder: Embedder, tenant: str, *, now: float | None = None) -> float:
-    """The best dense score random strings reach in ``tenant`` (cached for ``FLOOR_TTL_S``)."""
+    """The score random strings are expected to stay under in ``tenant``: the larger of the probes'
+    best dense score and their mean plus ``FLOOR_SIGMAS`` standard deviations (cached for
+    ``FLOOR_TTL_S``; 0 for an empty tenant)."""
     now = time.monotonic() if now is None else now
     key = (id(store), tenant)
     with _lock:

@@ -16,9 +16,9 @@ search runs again with it; the first pool is discarded. A question phrased unlik
 moves toward the vocabulary of the documents that answer it. It costs one fetch and one vector
 call; a query that found nothing over the threshold (gibberish) gets no feedback. It runs in
 hybrid searches only, where the feedback leaves were chosen by dense and keyword evidence
-together: measured on the shared collections it raised hybrid nDCG@10 (cranfield 0.385 →
-0.406, scifact 0.736 → 0.742) while feedback from dense-only leaves lowered scifact (0.658 →
-0.645) (benchmarks/README.md, "Relevance feedback in thinking mode").
+together: measured on the shared collections it raised hybrid nDCG@10 on both flat document
+collections (+0.006 and +0.021), while feedback from dense-only leaves lowered one of them
+(-0.013) (benchmarks/README.md, the quality section).
 """
 
 from __future__ import annotations
@@ -259,7 +259,7 @@ def thinking_search(
         s.trace.stats.stop_reason = "no_roots"
         return [], s.trace
     s.global_search(roots)
-    if hybrid and cfg.feedback_docs > 0 and cfg.feedback_weight > 0:  # dense-only feedback lowered scifact: not used
+    if hybrid and cfg.feedback_docs > 0 and cfg.feedback_weight > 0:  # dense-only feedback lowered quality where measured
         s.feedback(roots)
     conv = Convergence(cfg.patience)
     rounds = 0
