@@ -20,3 +20,14 @@ class UnavailableStore:
 
             return fail
         return getattr(self.real, name)
+
+
+# A three-document handbook, as the documents of an ingest payload or a PUT /v1/documents body
+# (the HTTP and MCP tests ingest it under cairn://resources/handbook).
+HANDBOOK_DOCS = [
+    {"path": "billing/refunds.md", "text": "# Refunds\n\nCustomers can request a refund within 30 days. "
+     "Refunds reach the original card within five business days."},
+    {"path": "billing/invoices.md", "text": "# Invoices\n\nInvoices are emailed on the first day of each month."},
+    {"path": "travel/expenses.md", "text": "# Travel\n\nHotel costs above 200 euros per night need approval.",
+     "metadata": {"team": "finance"}},
+]

@@ -17,19 +17,15 @@ from cairn.ingest import LocalContentStore
 from cairn.services import Services
 from cairn.vectorstores.local import LocalVectorStore
 
+from tests.fakes import HANDBOOK_DOCS
+
 pytestmark = pytest.mark.e2e
 
 ACME_KEY = "acme-key-0123456789abcdef"
 ANN_KEY = "ann-key-0123456789abcdef"
 GLOBEX_KEY = "globex-key-0123456789abcdef"
 ROOT = "cairn://resources/handbook"
-DOCS = [
-    {"path": "billing/refunds.md", "text": "# Refunds\n\nCustomers can request a refund within 30 days. "
-     "Refunds reach the original card within five business days."},
-    {"path": "billing/invoices.md", "text": "# Invoices\n\nInvoices are emailed on the first day of each month."},
-    {"path": "travel/expenses.md", "text": "# Travel\n\nHotel costs above 200 euros per night need approval.",
-     "metadata": {"team": "finance"}},
-]
+DOCS = HANDBOOK_DOCS
 
 
 @pytest.fixture(scope="module")

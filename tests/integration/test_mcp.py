@@ -27,18 +27,14 @@ from cairn.ingest import IngestPayload  # noqa: E402
 from cairn.mcp import build_server, running_http  # noqa: E402
 from cairn.services import Services  # noqa: E402
 
+from tests.fakes import HANDBOOK_DOCS  # noqa: E402
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = {"find", "search", "read", "tree", "remember", "add_message", "commit"}
 ROOT = "cairn://resources/handbook"
-DOCS = [
-    {"path": "billing/refunds.md", "text": "# Refunds\n\nCustomers can request a refund within 30 days. "
-     "Refunds reach the original card within five business days."},
-    {"path": "billing/invoices.md", "text": "# Invoices\n\nInvoices are emailed on the first day of each month."},
-    {"path": "travel/expenses.md", "text": "# Travel\n\nHotel costs above 200 euros per night need approval.",
-     "metadata": {"team": "finance"}},
-]
+DOCS = HANDBOOK_DOCS
 ACME_KEY = "acme-mcp-key-0123456789"
 ANN_KEY = "ann-mcp-key-0123456789"
 GLOBEX_KEY = "globex-mcp-key-0123456789"
