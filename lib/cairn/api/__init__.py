@@ -2,6 +2,7 @@
 behind API Gateway (``functions/api``) and ``cairn serve`` (:mod:`.server`)."""
 
 from .auth import ApiKeys, AuthorizerConfig, Caller
-from .routes import build_app, openapi_document
+from .openapi import openapi_document
+from .routes import build_app
 
 __all__ = ["ApiKeys", "AuthorizerConfig", "Caller", "build_app", "openapi_document"]

@@ -38,7 +38,6 @@ from .models import (
     Contents,
     Deleted,
     DocumentsPut,
-    ErrorBody,
     FindBody,
     Health,
     IngestSummary,
@@ -52,14 +51,6 @@ from .models import (
 log = get_logger(__name__)
 MAX_RESPONSE_BYTES = 5_800_000  # under Lambda's 6 MB response limit, with room for the envelope
 RETRY_AFTER_S = 1
-TITLE = "cairn"
-_ERROR_ANSWERS = {
-    "400": "bad request: every problem is listed, each with where it is",
-    "401": "missing or unknown credentials",
-    "403": "the credentials may not act for that end user",
-    "404": "not found (route, session, URI)",
-    "503": "unavailable for now: retry after Retry-After seconds",
-}
 # the routes that answer without credentials (cairn serve lets them through, template.yaml gives
 # them no authorizer, the OpenAPI document lists no 401 for them)
 PUBLIC_ROUTES = frozenset({"/v1/health", "/v1/openapi.json"})
@@ -231,6 +222,8 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
 
     @app.get("/v1/openapi.json", summary="This API's OpenAPI document", tags=["service"], include_in_schema=False)
     def openapi() -> Response[str]:
+        from .openapi import openapi_json
+
         return Response(200, "application/json", openapi_json(app))
 
     # ------------------------------------------------------------------ errors
@@ -344,32 +337,3 @@ def _bounded(payload: dict[str, Any]) -> FindResponse:
             "ask for fewer results (limit) or without include_provenance"
         )
     return FindResponse.model_validate(payload)
-
-
-def openapi_json(app: APIGatewayHttpResolver) -> str:
-    """The OpenAPI document of the route table (stable key order: committed as docs/openapi.json)."""
-    doc = json.loads(app.get_openapi_json_schema(
-        title=TITLE,
-        version=__version__,
-        summary="Context retrieval for AI agents: memories, resources and skills, ranked and explained.",
-        description="Authenticate with 'Authorization: Bearer <API key>' (cairn serve) or your API Gateway authorizer.",
-    ))
-    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
-        schemas.pop(name, None)
-    schemas["ErrorBody"] = ErrorBody.model_json_schema()
-    envelope = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-    for path, operations in doc.get("paths", {}).items():  # invalid requests answer 400 (ErrorBody), never 422
-        for op in operations.values():
-            answers = op.setdefault("responses", {})
-            answers.pop("422", None)
-            if path not in PUBLIC_ROUTES:
-                answers.update({code: {"description": text, "content": envelope} for code, text in _ERROR_ANSWERS.items()})
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
-
-
-def openapi_document() -> str:
-    """The OpenAPI document, built without any service (nothing is loaded)."""
-    from ..config import Settings
-
-    return openapi_json(build_app(Services(Settings())))
