@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test test-unit bench install dev clean serve openapi package package-lock lock
+.PHONY: demo test test-unit bench install dev clean serve openapi package package-lock lock browser
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,7 +47,21 @@ $(ASL_VALIDATOR):
 		npm install --no-save --no-audit --no-fund --silent --prefix .tools asl-validator@$(ASL_VALIDATOR_VERSION); \
 	else echo "npm not found: the ASL check will be skipped"; fi
 
-test: dev $(ASL_VALIDATOR)
+# Debian's chromium drives the console's browser tests (tests/e2e/test_console.py, Playwright with
+# executable_path; never `playwright install`). Installed once with apt as root; where apt is not
+# available the tests skip and say so.
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; } \
+		|| echo "could not install chromium with apt-get: the console's browser tests will be skipped"; \
+	else echo "apt-get not available (or not root): the console's browser tests will be skipped"; fi
+
+browser: $(CHROMIUM)
+
+test: dev $(ASL_VALIDATOR) browser
 	$(PY) -m pytest -q
 
 test-unit: dev

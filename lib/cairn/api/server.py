@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl
 
+from .. import console
 from ..errors import CairnError, ConfigError, PayloadTooLarge, Unauthorized, require
 from ..services import Services
 from .auth import ApiKeys, AuthorizerConfig, Caller
@@ -53,6 +54,9 @@ class LocalDoor:
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         if scope["type"] != "http":
+            return
+        if console.is_console(scope.get("path") or ""):  # the console's static files: no key, no resolver
+            await _send(send, console.response(scope["path"], scope.get("method", "GET")))
             return
         rid = str(uuid.uuid4())
         try:

@@ -1,0 +1,73 @@
+// The /v1 API with the caller's key: the console's only way to cairn.
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    super(body && body.message ? body.message : `HTTP ${status}`);
+    this.status = status;
+    this.code = (body && body.error) || "http_error";
+    this.details = (body && body.details) || null;
+    this.requestId = (body && body.request_id) || null;
+  }
+
+  /** The server has no such route: an older cairn, or a route still to land. */
+  get unavailable() {
+    return this.status === 404 && this.code === "route_not_found";
+  }
+}
+
+export class Api {
+  constructor(baseUrl, key) {
+    this.base = String(baseUrl || "").replace(/\/+$/, "");
+    this.key = key || "";
+  }
+
+  async call(method, path, { query, body } = {}) {
+    const url = new URL(this.base + path);
+    for (const [name, value] of Object.entries(query || {})) {
+      if (value !== undefined && value !== null && value !== "") url.searchParams.set(name, value);
+    }
+    const headers = { accept: "application/json" };
+    if (this.key) headers.authorization = `Bearer ${this.key}`;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    let response;
+    try {
+      response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    } catch (err) {
+      throw new ApiError(0, { error: "network_error", message: `cannot reach ${this.base}: ${err.message}` });
+    }
+    const text = await response.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch {
+      data = { message: text.slice(0, 300) };
+    }
+    if (!response.ok) throw new ApiError(response.status, data);
+    return data;
+  }
+
+  get(path, query) {
+    return this.call("GET", path, { query });
+  }
+
+  post(path, body) {
+    return this.call("POST", path, { body });
+  }
+
+  put(path, body) {
+    return this.call("PUT", path, { body });
+  }
+
+  delete(path, query) {
+    return this.call("DELETE", path, { query });
+  }
+}
+
+/** The message to show for an error: cairn's own words, with the request id to quote. */
+export function describe(err) {
+  if (!(err instanceof ApiError)) return String(err && err.message ? err.message : err);
+  const id = err.requestId ? ` (request ${err.requestId})` : "";
+  return `${err.status ? err.status + " " : ""}${err.code}: ${err.message}${id}`;
+}
+
+export const UNAVAILABLE = "not available on this server: its cairn has no such route yet";

@@ -1,0 +1,135 @@
+// A user's page: their sessions with messages, their memories by category (with forget), and the
+// context cairn prefetched for the newest message.
+
+import { UNAVAILABLE, describe } from "./api.js";
+import { $, clear, fmt, h, notice, shortUri } from "./dom.js";
+
+let ctx;
+let root;
+
+export function mount(section, context) {
+  ctx = context;
+  root = section;
+  clear(section,
+    h("form", { id: "user-form", class: "bar" },
+      h("label", {}, "user ", h("input", { id: "u-name", type: "text", required: true, placeholder: "end user id" })),
+      h("button", { type: "submit" }, "Open")),
+    h("div", { class: "split" },
+      h("div", {}, h("h3", {}, "sessions"), h("div", { id: "u-sessions" }),
+        h("h3", {}, "prefetched context of the newest message"), h("div", { id: "u-prefetched" })),
+      h("div", {}, h("h3", {}, "memories"), h("div", { id: "u-memories" }))));
+  $("#user-form", section).addEventListener("submit", (e) => {
+    e.preventDefault();
+    open($("#u-name", root).value.trim());
+  });
+  return { connected };
+}
+
+function connected() {
+  const name = $("#u-name", root);
+  name.value = ctx.me.user || name.value;
+  name.readOnly = Boolean(ctx.me.user);
+  for (const id of ["#u-sessions", "#u-memories", "#u-prefetched"]) clear($(id, root));
+  if (name.value) open(name.value);
+}
+
+function open(user) {
+  if (!user) return;
+  sessions(user);
+  memories(user);
+}
+
+function unavailableOr(err, what) {
+  return err.unavailable ? notice("unavailable", `${what}: ${UNAVAILABLE}`) : notice("error", describe(err));
+}
+
+function when(epoch) {
+  return epoch ? new Date(epoch * 1000).toISOString().replace("T", " ").slice(0, 19) : "";
+}
+
+async function sessions(user) {
+  const box = $("#u-sessions", root);
+  const pre = $("#u-prefetched", root);
+  clear(box, h("p", { class: "muted" }, "loading…"));
+  clear(pre);
+  let found;
+  try {
+    found = (await ctx.api.get(`/v1/users/${encodeURIComponent(user)}/sessions`)).sessions || [];
+  } catch (err) {
+    clear(box, unavailableOr(err, "a user's sessions (GET /v1/users/{user}/sessions)"));
+    return;
+  }
+  if (!found.length) {
+    clear(box, notice("info", `no sessions for ${user}`));
+    return;
+  }
+  found.sort((a, b) => b.updated_at - a.updated_at);
+  clear(box, h("ul", { class: "sessions" }, found.map((sn) => {
+    const item = h("li", { class: "session", "data-id": sn.id },
+      h("button", { type: "button", class: "link" }, `${sn.id.slice(0, 8)} · ${sn.last_seq} messages · ${when(sn.updated_at)}`),
+      sn.summary ? h("p", { class: "abstract" }, sn.summary) : null);
+    item.querySelector("button").addEventListener("click", () => messages(sn, item));
+    return item;
+  })));
+  const newest = box.querySelector("li.session");
+  messages(found[0], newest, true);
+}
+
+async function messages(sn, item, withPrefetched = false) {
+  const old = item.querySelector(".messages, .notice");
+  if (old) return old.remove();
+  try {
+    const view = await ctx.api.get(`/v1/sessions/${encodeURIComponent(sn.id)}`, { recent: 50 });
+    item.append(h("ol", { class: "messages" }, (view.recent || []).map((m) => h("li", { class: `message ${m.role}` },
+      h("span", { class: "role" }, m.name ? `${m.role} (${m.name})` : m.role), " ", m.content))));
+    if (withPrefetched) clear($("#u-prefetched", root), prefetched(view));
+  } catch (err) {
+    item.append(notice("error", describe(err)));
+  }
+}
+
+function prefetched(view) {
+  const p = view.prefetched;
+  if (!p) return notice("info", "nothing prefetched yet: cairn prefetches when a search runs with this session");
+  const all = [...(p.memories || []), ...(p.resources || []), ...(p.skills || [])].sort((a, b) => b.score - a.score);
+  return h("ol", { class: "results prefetched" }, all.map((m) => h("li", { class: "result", "data-uri": m.uri },
+    h("span", { class: "score" }, fmt(m.score)), " ", h("code", {}, shortUri(m.uri)), h("p", { class: "abstract" }, m.abstract))));
+}
+
+async function memories(user) {
+  const box = $("#u-memories", root);
+  clear(box, h("p", { class: "muted" }, "loading…"));
+  let found;
+  try {
+    found = (await ctx.api.get(`/v1/users/${encodeURIComponent(user)}/memories`)).memories || [];
+  } catch (err) {
+    clear(box, unavailableOr(err, "a user's memories (GET /v1/users/{user}/memories)"));
+    return;
+  }
+  if (!found.length) return clear(box, notice("info", `no memories of ${user}`));
+  const byCategory = new Map();
+  for (const m of found) {
+    if (!byCategory.has(m.category)) byCategory.set(m.category, []);
+    byCategory.get(m.category).push(m);
+  }
+  clear(box, [...byCategory.entries()].sort().map(([category, list]) => h("section", { class: "category", "data-category": category },
+    h("h4", {}, `${category} (${list.length})`),
+    h("ul", {}, list.map(memoryItem)))));
+}
+
+function memoryItem(m) {
+  const forget = h("button", { type: "button", class: "danger", "aria-label": `forget ${m.uri}` }, "forget");
+  const item = h("li", { class: "memory", "data-uri": m.uri },
+    h("strong", {}, m.title || shortUri(m.uri).split("/").pop()), " ", forget,
+    h("p", { class: "abstract" }, m.text), h("p", { class: "uri" }, h("code", {}, m.uri), ` · ${when(m.updated_at)}`));
+  forget.addEventListener("click", async () => {
+    if (!confirm(`Forget ${m.uri}? cairn deletes it.`)) return;
+    try {
+      const done = await ctx.api.delete("/v1/memories", { uri: m.uri });
+      item.replaceWith(h("li", { class: "memory forgotten" }, `forgotten: ${m.uri} (${done.removed} records removed)`));
+    } catch (err) {
+      item.append(err.unavailable ? notice("unavailable", `forget: ${UNAVAILABLE}`) : notice("error", describe(err)));
+    }
+  });
+  return item;
+}

@@ -1,0 +1,391 @@
+"""The console in a real browser: Debian's chromium driven by Playwright against a real `cairn serve`
+subprocess with two keys (the tenant's, and one bound to the end user ann), through every pane.
+
+Each test asserts what a user sees, and compares it with what the API answers for the same
+question. Screenshots land in .ci/artifacts/console/ (kept by CI, ignored by git); any
+uncaught error in the page fails the test that caused it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakes import HANDBOOK_DOCS
+
+pytestmark = pytest.mark.e2e
+sync_api = pytest.importorskip("playwright.sync_api", reason="the dev extra installs playwright (make dev)")
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / ".ci" / "artifacts" / "console"
+CHROMIUM = os.environ.get("CAIRN_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+ACME_KEY = "acme-console-key-0123456789"
+ANN_KEY = "ann-console-key-0123456789"
+ROOT = "cairn://resources/handbook"
+LONG_GUIDE = "# Long travel guide\n\n" + "\n\n".join(
+    f"## Section {n}\n\n" + " ".join(f"Paragraph about topic {n}, sentence {k}." for k in range(40)) for n in range(3)
+)
+BOB_SECRET = "Zorblax"
+WAIT_MS = 60_000  # searches on a loaded 2-core machine: an upper bound for waiting, not a timing assertion
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[str]:
+    """`cairn serve` as a user starts it: its own process, an API keys file, a fresh home."""
+    home = tmp_path_factory.mktemp("console")
+    keys = home / "keys.json"
+    keys.write_text(json.dumps({ACME_KEY: "acme", ANN_KEY: {"tenant": "acme", "user": "ann"}}))
+    port = _free_port()
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.Popen([sys.executable, "-m", "cairn.cli", "--home", str(home / "cairn"), "serve", "--port", str(port),
+                             "--api-keys", str(keys)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"cairn serve did not start: {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.3)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def api(server) -> Iterator[httpx.Client]:
+    """The tenant's client, with the handbook, ann's and bob's sessions and memories in place."""
+    with httpx.Client(base_url=server, headers={"authorization": f"Bearer {ACME_KEY}"}, timeout=120) as client:
+        docs = [*HANDBOOK_DOCS, {"path": "travel/long-guide.md", "text": LONG_GUIDE}]
+        assert client.put("/v1/documents", json={"root_uri": ROOT, "documents": docs}).status_code == 200
+        for user, text, category in [("ann", "Ann prefers refunds to her Visa card", "preferences"),
+                                     ("ann", "Ann lives in Lisbon", "profile"),
+                                     ("bob", f"Bob's secret project is {BOB_SECRET}", "preferences")]:
+            assert client.post("/v1/memories", json={"user": user, "text": text, "category": category}).status_code == 201
+        client.sessions = {}  # type: ignore[attr-defined]
+        for user, said in [("ann", "I paid for the annual plan last week."), ("bob", f"Tell me about {BOB_SECRET}.")]:
+            session = client.post("/v1/sessions", json={"user": user}).json()
+            client.post(f"/v1/sessions/{session['id']}/messages", json={"role": "user", "content": said}).raise_for_status()
+            client.post("/v1/search", json={"query": said, "session_id": session["id"]}).raise_for_status()  # prefetches
+            client.sessions[user] = session["id"]  # type: ignore[attr-defined]
+        yield client
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM}: `make test` installs Debian's (apt-get install chromium) where apt is "
+                    "available and it runs as root; or set CAIRN_CHROMIUM to a Chromium binary")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+class Console:
+    """One browser tab on the console, with the errors the page raised."""
+
+    def __init__(self, page: Any, url: str) -> None:
+        self.page, self.url, self.errors = page, url, []
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.on("console", self._console)
+        page.on("dialog", lambda dialog: dialog.accept())
+
+    def _console(self, msg: Any) -> None:
+        # an answer of 4xx is a message the page shows (the chromium log says "Failed to load resource")
+        if msg.type == "error" and not msg.text.startswith("Failed to load resource"):
+            self.errors.append(msg.text)
+
+    def open(self, key: str) -> Any:
+        page = self.page
+        page.goto(f"{self.url}/console")  # redirected to /console/
+        page.fill("#api-key", key)
+        page.click("#connect button[type=submit]")
+        sync_api.expect(page.locator("#whoami .who").first).to_be_visible()
+        return page
+
+    def tab(self, name: str) -> Any:
+        self.page.click(f"[role=tab][data-pane={name}]")
+        return self.page.locator(f"section.pane[data-pane={name}]")
+
+    def shot(self, name: str) -> None:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def console(browser, server, api, request) -> Iterator[Console]:
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    sync_api.expect.set_options(timeout=WAIT_MS)
+    c = Console(context.new_page(), server)
+    try:
+        yield c
+    finally:
+        c.shot(request.node.name)
+        context.close()
+    assert not c.errors, f"the page raised errors: {c.errors}"
+
+
+def expect(locator: Any) -> Any:
+    return sync_api.expect(locator)
+
+
+def _available(api: httpx.Client, method: str, path: str, **kw: Any) -> bool:
+    """Whether the server has a route (the lead's routes land on main over time)."""
+    r = api.request(method, path, **kw)
+    return not (r.status_code == 404 and r.json().get("error") == "route_not_found")
+
+
+# ---------------------------------------------------------------------------------------- tree
+
+
+def test_the_tree_shows_folders_with_their_counts_and_a_files_chunks_with_citations(console, api):
+    page = console.open(ACME_KEY)
+    tree = page.locator("#tree-list")
+    handbook = tree.locator(f".node[data-uri='{ROOT}']")
+    listed = api.get("/v1/tree", params={"uri": "cairn://resources", "depth": 2}).json()
+    total = next(n for n in listed["children"] if n["uri"] == ROOT)["children_total"]
+    expect(handbook.locator(".count")).to_have_text(f"{total} items")
+    handbook.click()
+    detail = page.locator("#tree-detail")
+    overview = api.get("/v1/contents", params={"uri": ROOT, "level": 1}).json()["text"]
+    expect(detail.locator(".l1")).to_have_text(overview)  # the folder's L1 overview, as cairn wrote it
+    tree.locator(f".node[data-uri='{ROOT}/travel']").click()
+    tree.locator(f".node[data-uri='{ROOT}/travel/long-guide.md']").click()
+    chunks = detail.locator(".chunk")
+    stored = [i for i in range(20) if api.get("/v1/contents", params={"uri": f"{ROOT}/travel/long-guide.md#{i}"}).status_code == 200]
+    expect(chunks).to_have_count(len(stored))
+    assert len(stored) > 2
+    expect(chunks.nth(2).locator(".citation")).to_contain_text("§ Long travel guide › Section")
+    expect(chunks.nth(2).locator(".citation")).to_contain_text("characters ")
+    expect(detail.locator(".l2")).to_contain_text("Paragraph about topic 2, sentence 39.")
+    tree.locator(f".node[data-uri='{ROOT}/billing']").click()
+    tree.locator(f".node[data-uri='{ROOT}/billing/refunds.md']").click()
+    expect(detail.locator(".l2")).to_contain_text("five business days")
+    expect(detail.locator(".chunk .citation")).to_contain_text("§ Refunds")
+
+
+# --------------------------------------------------------------------------------------- query
+
+
+def _run(page: Any, op: str, query: str, *, session: str = "", mode: str = "", filter: str = "") -> Any:
+    page.check(f"input[name=op][value={op}]")
+    page.fill("#q-text", query)
+    page.fill("#q-session", session)
+    page.select_option("#q-mode", mode)
+    page.fill("#q-filter", filter)
+    page.click("#q-run")
+    out = page.locator("#query-out")
+    expect(out.locator(":scope > .answer, :scope > .notice")).to_be_visible()
+    return out
+
+
+def test_a_session_search_shows_results_why_each_is_there_the_plan_and_the_trace(console, api):
+    console.open(ACME_KEY)
+    page, session = console.page, api.sessions["ann"]
+    console.tab("query")
+    out = _run(page, "search", "can I get my money back?", session=session)
+    body = {"query": "can I get my money back?", "session_id": session, "limit": 10, "rerank": False, "include_provenance": True}
+    answer = api.post("/v1/search", json=body).json()
+    shown = out.locator("li.result")
+    expected = sorted(answer["memories"] + answer["resources"] + answer["skills"], key=lambda m: -m["score"])
+    expect(shown).to_have_count(len(expected))
+    assert [shown.nth(i).get_attribute("data-uri") for i in range(len(expected))] == [m["uri"] for m in expected]
+    assert expected[0]["uri"] == f"{ROOT}/billing/refunds.md"
+    first = shown.first
+    expect(first.locator(".why li").first).to_contain_text("typed query 1")
+    expect(first.locator(".why li").first).to_contain_text(f"score {expected[0]['score']:.3f}")
+    expect(first.locator(".citation")).to_contain_text("§ Refunds")
+    plan = answer["query_plan"]
+    expect(out.locator(".plan")).to_contain_text(f"planner {plan['planner']}")
+    expect(out.locator(".plan .reasoning")).to_have_text(plan["reasoning"])
+    expect(out.locator(".plan tbody tr")).to_have_count(len(plan["queries"]))
+    figures = out.locator("figure.trace-figure")
+    expect(figures).to_have_count(len(answer["provenance"]))
+    trace = answer["provenance"][0]
+    picture = figures.first.locator("svg.trace")
+    expect(picture.locator(".stage.stop")).to_contain_text(f"stop: {trace['trace']['stats']['stop_reason']}")
+    expect(picture.locator(".stage.gate")).to_contain_text("evidence gate: passed")
+    expect(picture.locator(".cand.kept")).to_have_count(len(trace["matches"]))
+    dropped = [e for e in trace["trace"]["events"] if e["kind"] == "exclude" and "uri" in e]
+    expect(picture.locator(".cand.dropped")).to_have_count(len(dropped))
+    rounds = {e["round"] for e in trace["trace"]["events"] if e["kind"] == "expand"}
+    expect(picture.locator(".stage.round")).to_have_count(len(rounds))
+    expect(picture.locator(".folder")).to_have_count(min(len(trace["searched_directories"]), 8 * max(len(rounds), 1)))
+
+
+def test_the_filter_is_checked_as_you_type_with_cairns_own_message(console, api):
+    page = console.open(ACME_KEY)
+    console.tab("query")
+    page.fill("#q-filter", '{"team": "finance"}')
+    status = page.locator("#filter-status")
+    cairn_says = api.post("/v1/find", json={"query": "x", "filter": {"team": "finance"}, "limit": 0}).json()["details"]
+    expect(status).to_have_class(re.compile(r"\bbad\b"))
+    expect(status).to_have_text("; ".join(p for p in cairn_says if p.startswith("filter")))
+    page.fill("#q-filter", '{"team": ')
+    expect(status).to_contain_text("not JSON")
+    page.fill("#q-filter", '{"metadata.team": "finance"}')
+    expect(status).to_have_text("filter accepted by cairn")
+    out = _run(page, "find", "hotel approval", filter='{"metadata.team": "finance"}')
+    expect(out.locator("li.result")).to_have_count(1)
+    expect(out.locator("li.result").first).to_have_attribute("data-uri", f"{ROOT}/travel/expenses.md")
+    expect(out.locator(".plan")).to_contain_text("no plan")
+
+
+def test_context_shows_the_assembled_text_or_says_the_server_has_none(console, api):
+    page = console.open(ACME_KEY)
+    console.tab("query")
+    out = _run(page, "context", "how long do refunds take?", session=api.sessions["ann"])
+    if not _available(api, "POST", "/v1/context", json={"query": "refunds"}):
+        expect(out.locator(".notice.unavailable")).to_contain_text("not available on this server")
+        return
+    answer = api.post("/v1/context", json={"query": "how long do refunds take?", "session_id": api.sessions["ann"]}).json()
+    expect(out.locator(".context-text")).to_contain_text("five business days")
+    expect(out.locator("h3")).to_contain_text(f"of {answer['budget_tokens']} tokens")
+
+
+# ---------------------------------------------------------------------------------------- user
+
+
+def test_a_users_page_shows_sessions_memories_by_category_and_forgets_one(console, api):
+    page = console.open(ACME_KEY)
+    pane = console.tab("user")
+    page.fill("#u-name", "ann")
+    pane.locator("#user-form button").click()
+    if _available(api, "GET", "/v1/users/ann/sessions"):
+        session = pane.locator(f"li.session[data-id='{api.sessions['ann']}']")
+        expect(session.locator(".message")).to_contain_text("annual plan")
+        expect(pane.locator("#u-prefetched li.result").first).to_be_visible()
+    else:
+        expect(pane.locator("#u-sessions .notice.unavailable")).to_contain_text("not available on this server")
+    if not _available(api, "GET", "/v1/users/ann/memories"):
+        expect(pane.locator("#u-memories .notice.unavailable")).to_contain_text("not available on this server")
+        return
+    memories = api.get("/v1/users/ann/memories").json()["memories"]
+    categories = sorted({m["category"] for m in memories})
+    expect(pane.locator(".category")).to_have_count(len(categories))
+    expect(pane.locator(".category[data-category=profile]")).to_contain_text("Ann lives in Lisbon")
+    expect(pane.locator("#u-memories")).not_to_contain_text(BOB_SECRET)
+    console.shot("user")
+    lisbon = next(m for m in memories if "Lisbon" in m["text"])
+    pane.locator(f".memory[data-uri='{lisbon['uri']}'] button.danger").click()
+    expect(pane.locator(".memory.forgotten")).to_contain_text(f"forgotten: {lisbon['uri']}")
+    assert lisbon["uri"] not in {m["uri"] for m in api.get("/v1/users/ann/memories").json()["memories"]}
+
+
+# -------------------------------------------------------------------------------------- ingest
+
+
+def test_ingest_uploads_text_files_with_progress_and_lists_what_was_skipped(console, api):
+    page = console.open(ACME_KEY)
+    pane = console.tab("ingest")
+    page.fill("#i-root", "cairn://resources/uploads")
+    page.set_input_files("#i-files", [
+        {"name": "returns.md", "mimeType": "text/markdown", "buffer": b"# Returns\n\nItems can be returned within 14 days."},
+        {"name": "scan.pdf", "mimeType": "application/pdf", "buffer": b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n"},
+        {"name": "blank.txt", "mimeType": "text/plain", "buffer": b"   \n"},
+        {"name": "latin1.txt", "mimeType": "text/plain", "buffer": "café crème".encode("latin-1")},
+    ])
+    pane.locator("#i-run").click()
+    expect(pane.locator("#i-status")).to_contain_text("done: 1 documents")
+    progress = pane.locator("#i-progress")
+    assert progress.get_attribute("value") == progress.get_attribute("max") == "1"
+    rows = pane.locator("table.skipped tbody tr")
+    expect(rows).to_have_count(3)
+    expect(rows.filter(has_text="scan.pdf")).to_contain_text("binary format (PDF)")
+    expect(rows.filter(has_text="blank.txt")).to_contain_text("empty")
+    expect(rows.filter(has_text="latin1.txt")).to_contain_text("not UTF-8")
+    body = api.get("/v1/contents", params={"uri": "cairn://resources/uploads/returns.md", "level": 2}).json()
+    assert "within 14 days" in body["text"]
+
+
+# --------------------------------------------------------------------------------------- stats
+
+
+def test_statistics_are_drawn_from_get_stats(console, api):
+    page = console.open(ACME_KEY)
+    console.tab("query")
+    _run(page, "find", "qqzx vvbnm wwpty")  # nonsense: a query with no result, counted as such
+    pane = console.tab("stats")
+    pane.locator("#s-refresh").click()
+    snapshot = api.get("/v1/stats").json()
+    total = snapshot["total"]
+    assert total["zero_result_queries"] >= 1
+    row = pane.locator("table.stats tr[data-type=total] td")
+    expect(row.nth(1)).to_have_text(str(total["queries"]))
+    expect(row.nth(3)).to_have_text(str(total["zero_result_queries"]))
+    zero = pane.locator("#chart-zero .bar.zero[data-type=total]")
+    expect(zero).to_have_attribute("data-share", f"{total['zero_result_queries'] / total['queries']:.4f}")
+    for measure in ("p50", "p95"):
+        expect(pane.locator(f"#chart-latency .bar[data-type=total][data-measure={measure}]")).to_contain_text(
+            f"{measure} {total[f'latency_ms_{measure}']:.1f}")
+
+
+# ---------------------------------------------------------------------------- a user-bound key
+
+
+def test_a_user_bound_key_sees_only_its_users_data(console, api):
+    page = console.open(ANN_KEY)
+    console.tab("query")
+    assert page.input_value("#q-user") in ("", "ann")
+    tenant_sees = api.post("/v1/find", json={"query": "what is bob's secret project?", "user": "bob"}).json()
+    assert any(BOB_SECRET in m["abstract"] for m in tenant_sees["memories"])  # it is there to be found
+    out = _run(page, "search", "what is bob's secret project?")
+    expect(out.locator(".answer")).to_be_visible()
+    assert all("/user/bob/" not in (r.get_attribute("data-uri") or "") for r in out.locator("li.result").all())
+    expect(out).not_to_contain_text(BOB_SECRET)
+    out = _run(page, "find", "secret project preferences")
+    expect(out.locator(":scope > .answer")).to_be_visible()
+    assert all("/user/bob/" not in (r.get_attribute("data-uri") or "") for r in out.locator("li.result").all())
+    expect(out).not_to_contain_text(BOB_SECRET)
+
+
+def test_a_user_bound_keys_console_cannot_open_another_users_data(console, api, server):
+    with httpx.Client(base_url=server, headers={"authorization": f"Bearer {ANN_KEY}"}) as ann:
+        if not _available(ann, "GET", "/v1/me"):
+            pytest.skip("the lead's authorization (GET /v1/me and per-user checks on browse and read, issue 20) "
+                        "is not on this server yet")
+        me = ann.get("/v1/me").json()
+    page = console.open(ANN_KEY)
+    expect(page.locator("#whoami")).to_contain_text("user ann")
+    assert me["user"] == "ann"
+    pane = console.tab("tree")
+    expect(pane.locator("#tree-root option")).to_contain_text(["cairn://resources", "cairn://agent/skills",
+                                                               "cairn://user/ann/memories", "cairn://user/ann/skills"])
+    page.fill("#tree-uri", "cairn://user/bob/memories")
+    pane.locator("#tree-form button").click()
+    expect(pane.locator("#tree-list .notice")).to_be_visible()
+    user = console.tab("user")
+    assert page.input_value("#u-name") == "ann" and page.locator("#u-name").get_attribute("readonly") is not None
+    page.evaluate("document.querySelector('#u-name').readOnly = false")  # a user who edits the page
+    page.fill("#u-name", "bob")
+    user.locator("#user-form button").click()
+    expect(user.locator("#u-memories .notice, #u-memories .category").first).to_be_visible()
+    expect(user.locator("#u-memories")).not_to_contain_text(BOB_SECRET)
+    expect(user.locator("#u-sessions")).not_to_contain_text(api.sessions["bob"][:8])
+    assert BOB_SECRET not in page.locator("main").inner_text()
