@@ -36,6 +36,7 @@ dev: $(VENV)/.dev-installed
 
 demo: install
 	$(VENV)/bin/cairn --home .cairn/demo demo
+	@echo "== To look at it in the console: $(VENV)/bin/cairn --home .cairn/demo serve, then open http://127.0.0.1:8080/console"
 
 # asl-validator (npm) checks the workflow definition in tests/integration/test_templates.py;
 # installed project-locally, once. Without npm the test skips and says so.
@@ -85,6 +86,7 @@ package-lock: dev
 
 bench: dev
 	$(PY) -m benchmarks.run --data $(or $(DATA),../shared/data)
+	$(PY) -m benchmarks.plots        # PNGs in benchmarks/plots/ from the results just written
 
 clean:
 	rm -rf $(VENV) .cairn .pytest_cache .hypothesis

@@ -23,7 +23,7 @@ export function mount(section, context) {
     h("p", { class: "muted" },
       "Text files (Markdown, plain text, HTML, JSON, CSV, code…) are read here and sent as JSON documents to PUT /v1/documents. ",
       "The API takes text: PDF, Office and other binary files are skipped here — ingest them with ",
-      h("code", {}, "cairn ingest PATH --root URI"), " (parsers of the docs extra) or from S3."),
+      h("code", {}, "cairn ingest PATH --uri URI"), " (parsers of the docs extra) or from S3."),
     h("progress", { id: "i-progress", max: 1, value: 0, hidden: true }),
     h("p", { id: "i-status", "aria-live": "polite" }),
     h("div", { id: "i-report" }));

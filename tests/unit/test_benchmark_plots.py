@@ -1,0 +1,49 @@
+"""benchmarks/plots.py draws PNGs from the suites' JSON; what it cannot draw it says."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from benchmarks import plots
+
+pytestmark = pytest.mark.unit
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _mode(ndcg: float, p50: float) -> dict[str, float]:
+    return {"nDCG@10": ndcg, "recall@10": ndcg + 0.1, "p50_ms": p50, "p95_ms": p50 * 2, "vector_calls_mean": 1.0}
+
+
+QUALITY = {
+    "suite": "quality",
+    "cranfield": {"queries": 225, "bm25": {"nDCG@10": 0.35}, "quick_dense": _mode(0.36, 3.0),
+                  "thinking_hybrid": _mode(0.41, 40.0), "noise": {"floor": 0.3}, "best_mode": "thinking_hybrid"},
+    "scifact": {"queries": 300, "bm25": {"nDCG@10": 0.66}, "quick_hybrid": _mode(0.73, 5.0)},
+    "wall_seconds": 12.0,
+}
+
+
+def test_quality_is_drawn_as_one_png_per_run_with_a_panel_per_collection(tmp_path):
+    assert set(plots.quality_modes(QUALITY["cranfield"])) == {"quick_dense", "thinking_hybrid"}
+    (tmp_path / "quality.json").write_text(json.dumps(QUALITY))
+    plots.main(["quality", "--results", str(tmp_path), "--out", str(tmp_path / "png")])
+    png = (tmp_path / "png" / "quality.png").read_bytes()
+    assert png.startswith(PNG)
+    width, height = struct.unpack(">II", png[16:24])
+    assert width > 1.8 * height  # two collections: two panels side by side
+
+
+def test_a_result_without_modes_is_refused_with_what_to_run(tmp_path):
+    with pytest.raises(ValueError, match="run the quality suite first"):
+        plots.quality_figure({"suite": "quality", "wall_seconds": 1}, tmp_path / "q.png")
+    with pytest.raises(SystemExit, match="run `python -m benchmarks.run scale` first"):
+        plots.main(["scale", "--results", str(tmp_path)])
+
+
+def test_curves_skip_non_finite_points_and_write_a_png(tmp_path):
+    out = plots.curves({"local": [(1e3, 1.0), (1e4, 2.0), (1e5, float("nan"))], "opensearch": [(1e3, 5.0)]},
+                       tmp_path / "scale.png", title="latency by size", xlabel="records", ylabel="p50 ms", logx=True)
+    assert out.read_bytes().startswith(PNG)
