@@ -16,7 +16,7 @@ const STOPS = {
   converged: "the top results stopped changing",
   pool_stable: "no new candidates came in",
 };
-const BOX_W = 140;
+const BOX_W = 150;
 const BOX_H = 64;
 const GAP = 22;
 const TIERS = ["L0", "L1", "L2"];
@@ -62,8 +62,8 @@ function box(x, y, kind, title, lines, tip) {
   return s("g", { class: `stage ${kind}`, "data-stage": kind },
     s("title", {}, tip || [title, ...lines].join("\n")),
     s("rect", { x, y, width: BOX_W, height: BOX_H, rx: 6 }),
-    s("text", { x: x + 8, y: y + 17, class: "stage-title" }, clip(title, 21)),
-    wrap(lines, 24, 3).map((line, i) => s("text", { x: x + 8, y: y + 32 + i * 12, class: "stage-line" }, clip(line, 25))));
+    s("text", { x: x + 8, y: y + 17, class: "stage-title" }, clip(title, 22)),
+    wrap(lines, 22, 3).map((line, i) => s("text", { x: x + 8, y: y + 32 + i * 12, class: "stage-line" }, clip(line, 23))));
 }
 
 function arrow(x1, y, x2) {
@@ -91,15 +91,20 @@ function stages(p) {
     } else if (e.kind === "expand") {
       if (last.kind === "round" && last.round === e.round) last.folders.push(e);
       else out.push({ kind: "round", round: e.round, title: `round ${e.round}`, folders: [e] });
-    } else if (e.kind === "rerank") {
-      out.push({ kind: "rerank", title: "rerank", lines: [e.detail], tip: e.detail });
     }
   }
   for (const st of out.filter((x) => x.kind === "round")) {
     st.lines = [`${st.folders.length} folder${st.folders.length === 1 ? "" : "s"} opened`];
   }
   out.push({ kind: "stop", title: `stop: ${stats.stop_reason || "?"}`, lines: [stopText(stats.stop_reason),
-    `${stats.candidates_kept ?? "?"} kept · ${stats.candidates_excluded ?? 0} dropped`], tip: stopText(stats.stop_reason) });
+    `${stats.candidates_kept ?? 0} candidates handed on`], tip: stopText(stats.stop_reason) });
+  for (const e of (trace.events || []).filter((ev) => ev.kind === "rerank")) {
+    out.push({ kind: "rerank", title: "rerank", lines: [e.detail], tip: e.detail });
+  }
+  const results = (p.matches || []).length;
+  out.push({ kind: "results", title: `${results} result${results === 1 ? "" : "s"}`,
+    lines: ["after threshold, dedupe, limit", `${stats.candidates_excluded ?? 0} dropped in all`],
+    tip: "candidates under the score threshold, duplicates and those past the limit are dropped" });
   return out;
 }
 
