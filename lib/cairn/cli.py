@@ -100,7 +100,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if args.path:
             raise RequestError("give a folder or --url/--sitemap, not both")
         print(f"Fetching {len(args.url or [])} URL(s){' and a sitemap' if args.sitemap else ''} into {args.uri} ...", file=sys.stderr)
-        report = _ingestor(args, rules, leaf_rules).ingest_urls(args.url or [], args.uri, _rate_progress(), sitemap=args.sitemap)
+        report = _ingestor(args, rules, leaf_rules, services := _services(args)).ingest_urls(
+            args.url or [], args.uri, _rate_progress(), sitemap=args.sitemap, policy=services.fetch_policy)
     elif args.path and args.path.startswith("s3://"):
         from .ingest import parse_s3_url
 

@@ -246,6 +246,10 @@ class Settings(_Settings):
     memory_hybrid: bool = True  # memory searches fuse dense and keyword scores (measured: benchmarks/README.md)
     record_use: bool = True  # count what is returned and read (hotness), written off the request path
     state_machine_arn: str | None = None  # run search() through the Express workflow (Lambda)
+    fetch_allow_hosts: tuple[str, ...] = ()  # hosts (or host:port) URL ingestion may fetch although private/loopback
+    # URL ingestion's budget per ingest: HTTP requests (pages, redirects, robots.txt, sitemaps) and bytes read
+    fetch_max_requests: int = Field(default=30_000, ge=1, le=10_000_000)
+    fetch_max_bytes: int = Field(default=2_000_000_000, ge=1, le=10**13)
 
 
 # --------------------------------------------------------------------------- from the environment
@@ -295,7 +299,7 @@ def _for_chosen(fields: dict[str, Any], family: tuple[type[BaseModel], ...], tag
 
 _SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn",
             "find_hybrid", "search_hybrid", "planner_min_confidence", "memory_extraction", "memory_window",
-            "memory_hybrid", "record_use")
+            "memory_hybrid", "record_use", "fetch_max_requests", "fetch_max_bytes")
 
 
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -316,6 +320,8 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         value = env.get(f"{ENV_PREFIX}{key.upper()}")
         if value:
             data[key] = value
+    if env.get("CAIRN_FETCH_ALLOW_HOSTS"):
+        data["fetch_allow_hosts"] = tuple(h.strip() for h in env["CAIRN_FETCH_ALLOW_HOSTS"].split(",") if h.strip())
     if env.get("CAIRN_PLANNER_STOP_WORDS"):
         data["planner_stop_words"] = tuple(w.strip() for w in env["CAIRN_PLANNER_STOP_WORDS"].split(",") if w.strip())
     data.update({k: v for k, v in overrides.items() if v is not None})

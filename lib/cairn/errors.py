@@ -40,8 +40,9 @@ per vendor; no other module decides a status::
     ├── PlanningError                   502  planning failed for a reason other than the LLM
     │   └── PlanParseError                   the answer holds no usable plan
     ├── IngestError                     422  content that cannot be ingested
-    │   └── ParseFailed                      a file that cannot be parsed (the report says why)
-    │       └── ParserMissing                its format needs an optional extra
+    │   ├── ParseFailed                      a file that cannot be parsed (the report says why)
+    │   │   └── ParserMissing                its format needs an optional extra
+    │   └── FetchRefused                     a URL not fetched: an internal address, robots.txt, the budget
     ├── Unavailable                     503  retryable: try again later
     └── WorkflowError                   the retrieval workflow (Step Functions)
         ├── CairnRetryableError              a task's retryable error (the ASL retries its name)
@@ -384,6 +385,13 @@ class ParserMissing(ParseFailed):
     """The library a format needs is not installed."""
 
     code = "parser_missing"
+
+
+class FetchRefused(IngestError):
+    """A URL that URL ingestion will not fetch: an internal address the operator did not allow,
+    credentials in the URL, robots.txt, or the ingest's budget spent (the report says which)."""
+
+    code = "fetch_refused"
 
 
 # --- the retrieval workflow -------------------------------------------------------------

@@ -28,6 +28,7 @@ from .errors import ConfigError, require
 if TYPE_CHECKING:
     from .embeddings import Embedder
     from .ingest import ContentStore
+    from .ingest.fetchguard import FetchPolicy
     from .observability.stats import RetrievalStats
     from .pipeline import Cairn
     from .vectorstores import VectorStore
@@ -196,6 +197,15 @@ class Services:
     @cached_property
     def s3(self) -> Any:
         return require("boto3", extra="aws", feature="S3").client("s3")
+
+    @cached_property
+    def fetch_policy(self) -> FetchPolicy:
+        """What URL ingestion may reach (public addresses, and the hosts the operator allows) and
+        its budget per ingest (:mod:`cairn.ingest.fetchguard`)."""
+        from .ingest.fetchguard import FetchPolicy
+
+        cfg = self.settings
+        return FetchPolicy(cfg.fetch_allow_hosts, max_requests=cfg.fetch_max_requests, max_bytes=cfg.fetch_max_bytes)
 
     def memory(self, tenant: str) -> Any:
         """``tenant``'s memories (:class:`cairn.memory.MemoryService`): remember, commit."""

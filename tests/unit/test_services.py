@@ -73,6 +73,9 @@ def _probes(tmp: Path) -> dict[str, Any]:
         "memory_window": (3, lambda s: s.memory("acme").window == 3),
         "memory_hybrid": (False, lambda s: s.cairn().with_defaults(FindRequest(query="q", context_type="memory"), search=True).hybrid is False),
         "record_use": (False, lambda s: s.recorder is None),
+        "fetch_allow_hosts": (("127.0.0.1:9",), lambda s: s.fetch_policy.allows_host("127.0.0.1", 9)),
+        "fetch_max_requests": (7, lambda s: s.fetch_policy.max_requests == 7),
+        "fetch_max_bytes": (1000, lambda s: s.fetch_policy.max_bytes == 1000),
     }
 
 

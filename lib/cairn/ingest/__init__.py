@@ -23,6 +23,7 @@ Ingest every object under an S3 prefix (a boto3 client passed in, or the default
 
 from .chunking import Chunk, ChunkingConfig
 from .content import ContentNotFound, ContentStore, LocalContentStore, S3ContentStore
+from .fetchguard import FetchPolicy
 from .parsers import ParseFailed, parser_for
 from .parsers.base import Limits
 from .reader import ReadResult, read
@@ -49,6 +50,7 @@ __all__ = [
     "DirectorySummarizer",
     "Document",
     "ExtractiveSummarizer",
+    "FetchPolicy",
     "IngestPayload",
     "IngestReport",
     "Ingestor",

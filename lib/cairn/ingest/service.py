@@ -35,6 +35,7 @@ from ..models import ContextRecord, Level, record_id
 from ..vectorstores import VectorStore
 from .chunking import ChunkingConfig
 from .content import ContentStore
+from .fetchguard import FetchPolicy
 from .parsers.base import Limits
 from .sources import Document, Rejected, read_beir, read_folder
 from .summaries import ChildSummary
@@ -152,32 +153,30 @@ class Ingestor:
 
     def ingest_urls(
         self, urls: Sequence[str], root_uri: str, progress: Progress = _quiet, *, sitemap: str | None = None,
-        client: object = None, max_pages: int | None = None,
+        policy: FetchPolicy | None = None, max_pages: int | None = None,
     ) -> IngestReport:
         """Fetch ``urls`` (and the pages ``sitemap`` lists), robots.txt respected, and make the tree
-        under ``root_uri`` hold exactly those pages (see :mod:`cairn.ingest.web`)."""
-        from .web import MAX_PAGES, read_urls, sitemap_urls
+        under ``root_uri`` hold exactly those pages (see :mod:`cairn.ingest.web`). ``policy`` says
+        which internal hosts may be reached and the budget of requests and bytes (default: public
+        addresses only, the default budget; the CLI passes ``Services.fetch_policy``)."""
+        from .web import MAX_PAGES, Fetcher, read_urls, sitemap_urls
 
         limit = max_pages or MAX_PAGES
-        todo = list(urls)
-        early: list[Rejected] = []
-        if sitemap:
-            import httpx
-
-            http = client or httpx.Client(follow_redirects=True, timeout=20.0)
-            try:
-                todo += sitemap_urls(http, sitemap, limit=limit)
-            except Exception as exc:  # noqa: BLE001 - a bad sitemap is reported; the listed URLs still go on
-                early.append(Rejected(sitemap, f"sitemap could not be read: {type(exc).__name__}: {exc}"))
-            finally:
-                if client is None:
-                    http.close()  # type: ignore[union-attr]
+        fetcher = Fetcher(policy)
 
         def items(runner: Any) -> Iterable[Document | Rejected]:
-            yield from early
-            yield from read_urls(todo, client=client, limits=self.limits, runner=runner, max_pages=limit)
+            todo = list(urls)
+            if sitemap:
+                listed, problems = sitemap_urls(fetcher, sitemap, limit=limit)
+                yield from problems
+                todo += listed
+            yield from read_urls(todo, fetcher=fetcher, limits=self.limits, runner=runner, max_pages=limit)
 
-        return self._ingest_items(items, root_uri, progress)
+        with fetcher:
+            report = self._ingest_items(items, root_uri, progress)
+        if fetcher.budget.hit:
+            report.warnings.append(f"{fetcher.budget.hit}: what it left unfetched is listed as rejected")
+        return report
 
     def ingest_s3(self, bucket: str, prefix: str, root_uri: str, progress: Progress = _quiet, *,
                   client: object = None) -> IngestReport:
