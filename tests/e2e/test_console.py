@@ -193,10 +193,11 @@ def test_the_tree_shows_folders_with_their_counts_and_a_files_chunks_with_citati
 # --------------------------------------------------------------------------------------- query
 
 
-def _run(page: Any, op: str, query: str, *, session: str = "", mode: str = "", filter: str = "") -> Any:
+def _run(page: Any, op: str, query: str, *, session: str | None = "", mode: str = "", filter: str = "") -> Any:
     page.check(f"input[name=op][value={op}]")
     page.fill("#q-text", query)
-    page.fill("#q-session", session)
+    if session is not None:  # None: the session the page holds
+        page.fill("#q-session", session)
     page.select_option("#q-mode", mode)
     page.fill("#q-filter", filter)
     page.click("#q-run")
@@ -237,6 +238,24 @@ def test_a_session_search_shows_results_why_each_is_there_the_plan_and_the_trace
     rounds = {e["round"] for e in trace["trace"]["events"] if e["kind"] == "expand"}
     expect(picture.locator(".stage.round")).to_have_count(len(rounds))
     expect(picture.locator(".folder")).to_have_count(min(len(trace["searched_directories"]), 8 * max(len(rounds), 1)))
+
+
+def test_a_new_user_starts_a_session_from_a_conversation_and_searches_it(console, api):
+    page = console.open(ACME_KEY)
+    pane = console.tab("query")
+    page.fill("#q-user", "carol")
+    pane.locator("details.new-session summary").click()
+    page.fill("#q-dialogue", "user: I paid for the annual plan last week.\nassistant: Thanks! What can I do for you?\n"
+                             "user: I would like a refund.")
+    pane.locator("#q-new-session").click()
+    expect(pane.locator("#q-session-status")).to_contain_text("of carol, 3 messages")
+    session = page.input_value("#q-session")
+    view = api.get(f"/v1/sessions/{session}", params={"recent": 10}).json()
+    assert view["session"]["user"] == "carol" and [m["role"] for m in view["recent"]] == ["user", "assistant", "user"]
+    out = _run(page, "search", "how long until the money is back on my card?", session=None)
+    expect(out.locator("li.result").first).to_have_attribute("data-uri", f"{ROOT}/billing/refunds.md")
+    expect(out.locator("li.result").first.locator(".why li").first).to_contain_text("typed query 1")
+    expect(out.locator(".plan")).to_contain_text("planner ")
 
 
 def test_the_filter_is_checked_as_you_type_with_cairns_own_message(console, api):

@@ -19,6 +19,10 @@ export function mount(section, context) {
           h("input", { type: "radio", name: "op", value: op, checked: op === "search" }), ` ${op}`))),
       h("label", { class: "wide" }, "query", h("input", { id: "q-text", type: "text", required: true, placeholder: "what the agent asks" })),
       h("label", {}, "session", h("input", { id: "q-session", type: "text", list: "q-sessions", placeholder: "session id (search, context)" })),
+      h("details", { class: "wide new-session" }, h("summary", {}, "start a session from a conversation"),
+        h("textarea", { id: "q-dialogue", rows: 3, placeholder: "user: I paid for the annual plan last week.\nassistant: How can I help?" }),
+        h("button", { type: "button", id: "q-new-session" }, "Create session"), " ",
+        h("span", { id: "q-session-status", "aria-live": "polite" })),
       h("datalist", { id: "q-sessions" }),
       h("label", {}, "user", h("input", { id: "q-user", type: "text", placeholder: "end user (optional)" })),
       h("label", {}, "mode", h("select", { id: "q-mode" },
@@ -33,6 +37,7 @@ export function mount(section, context) {
   $("#query-form", section).addEventListener("submit", run);
   $("#q-filter", section).addEventListener("input", debounce(checkFilter, 300));
   $("#q-user", section).addEventListener("change", (e) => loadSessions(e.target.value.trim()));
+  $("#q-new-session", section).addEventListener("click", newSession);
   return { connected };
 }
 
@@ -52,6 +57,25 @@ async function loadSessions(user) {
     clear(list, (found.sessions || []).map((sn) => h("option", { value: sn.id }, `${sn.summary || ""} (${sn.last_seq} messages)`)));
   } catch {
     // the session box still takes an id typed by hand
+  }
+}
+
+/** A session for the chosen user, with the conversation typed in (one message a line, "role: text"). */
+async function newSession() {
+  const status = $("#q-session-status", root);
+  const user = $("#q-user", root).value.trim();
+  const lines = $("#q-dialogue", root).value.split("\n").map((l) => l.trim()).filter(Boolean);
+  try {
+    const session = await ctx.api.post("/v1/sessions", user ? { user } : {});
+    for (const line of lines) {
+      const m = /^(user|assistant)\s*:\s*(.*)$/i.exec(line);
+      await ctx.api.post(`/v1/sessions/${encodeURIComponent(session.id)}/messages`,
+        { role: m ? m[1].toLowerCase() : "user", content: m ? m[2] : line });
+    }
+    $("#q-session", root).value = session.id;
+    status.textContent = `session ${session.id.slice(0, 8)} of ${session.user || "no user"}, ${lines.length} message${lines.length === 1 ? "" : "s"}`;
+  } catch (err) {
+    status.textContent = describe(err);
   }
 }
 
