@@ -398,7 +398,9 @@ def test_a_user_bound_keys_console_cannot_open_another_users_data(console, api, 
                                                                "cairn://user/ann/memories", "cairn://user/ann/skills"])
     page.fill("#tree-uri", "cairn://user/bob/memories")
     pane.locator("#tree-form button").click()
-    expect(pane.locator("#tree-list .notice")).to_be_visible()
+    expect(pane.locator("#tree-list .notice, #tree-list .tree-head").first).to_be_visible()  # refused, or nothing listed
+    expect(pane.locator("#tree-list .node[data-uri*='/user/bob/']")).to_have_count(0)
+    expect(pane.locator("#tree-list")).not_to_contain_text(BOB_SECRET)
     user = console.tab("user")
     assert page.input_value("#u-name") == "ann" and page.locator("#u-name").get_attribute("readonly") is not None
     page.evaluate("document.querySelector('#u-name').readOnly = false")  # a user who edits the page
