@@ -34,6 +34,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ACME_KEY = "acme-console-key-0123456789"
 ANN_KEY = "ann-console-key-0123456789"
+READER_KEY = "reader-console-key-0123456789"
 ROOT = "cairn://resources/handbook"
 LONG_GUIDE = "# Long travel guide\n\n" + "\n\n".join(
     f"## Section {n}\n\n" + " ".join(f"Paragraph about topic {n}, sentence {k}." for k in range(40)) for n in range(3)
@@ -53,7 +54,8 @@ def server(tmp_path_factory) -> Iterator[str]:
     """`cairn serve` as a user starts it: its own process, an API keys file, a fresh home."""
     home = tmp_path_factory.mktemp("console")
     keys = home / "keys.json"
-    keys.write_text(json.dumps({ACME_KEY: "acme", ANN_KEY: {"tenant": "acme", "user": "ann"}}))
+    keys.write_text(json.dumps({ACME_KEY: "acme", ANN_KEY: {"tenant": "acme", "user": "ann"},
+                                READER_KEY: {"tenant": "acme", "role": "reader"}}))
     port = _free_port()
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.Popen([sys.executable, "-m", "cairn.cli", "--home", str(home / "cairn"), "serve", "--port", str(port),
@@ -285,7 +287,7 @@ def test_context_shows_the_assembled_text_or_says_the_server_has_none(console, a
         return
     answer = api.post("/v1/context", json={"query": "how long do refunds take?", "session_id": api.sessions["ann"]}).json()
     expect(out.locator(".context-text")).to_contain_text("five business days")
-    expect(out.locator("h3")).to_contain_text(f"of {answer['budget_tokens']} tokens")
+    expect(out.locator("h3").first).to_contain_text(f"of {answer['budget_tokens']} tokens")
 
 
 # ---------------------------------------------------------------------------------------- user
@@ -410,3 +412,15 @@ def test_a_user_bound_keys_console_cannot_open_another_users_data(console, api, 
     expect(user.locator("#u-memories")).not_to_contain_text(BOB_SECRET)
     expect(user.locator("#u-sessions")).not_to_contain_text(api.sessions["bob"][:8])
     assert BOB_SECRET not in page.locator("main").inner_text()
+
+
+def test_a_reader_keys_console_offers_no_upload(console, server):
+    with httpx.Client(base_url=server, headers={"authorization": f"Bearer {READER_KEY}"}) as reader:
+        if not _available(reader, "GET", "/v1/me"):
+            pytest.skip("roles on keys (GET /v1/me, issue 20) are not on this server yet")
+        assert "put_documents" not in reader.get("/v1/me").json()["can"]
+    page = console.open(READER_KEY)
+    expect(page.locator("#whoami")).to_contain_text("role reader")
+    pane = console.tab("ingest")
+    expect(pane.locator("#i-run")).to_be_disabled()
+    expect(pane.locator("#i-status")).to_contain_text("may not upload documents")

@@ -71,3 +71,8 @@ export function describe(err) {
 }
 
 export const UNAVAILABLE = "not available on this server: its cairn has no such route yet";
+
+/** Whether the key may run an operation: GET /v1/me's "can"; a server without it decides per request. */
+export function may(me, operation) {
+  return !me || !Array.isArray(me.can) || me.can.includes(operation);
+}

@@ -1,7 +1,7 @@
 // Ingest: files read in the browser as text and sent to PUT /v1/documents in batches, with
 // progress and the list of what was skipped and why (here, or by cairn).
 
-import { describe } from "./api.js";
+import { describe, may } from "./api.js";
 import { $, clear, h, notice } from "./dom.js";
 
 const BATCH_DOCS = 50;
@@ -28,7 +28,13 @@ export function mount(section, context) {
     h("p", { id: "i-status", "aria-live": "polite" }),
     h("div", { id: "i-report" }));
   $("#ingest-form", section).addEventListener("submit", upload);
-  return { connected() {} };
+  return { connected };
+}
+
+function connected() {
+  const allowed = may(ctx.me, "put_documents");
+  $("#i-run", root).disabled = !allowed;
+  clear($("#i-status", root), allowed ? null : notice("info", `this key (role ${ctx.me.role}) may not upload documents`));
 }
 
 function pathOf(file) {

@@ -1,7 +1,7 @@
 // The query pane: find / search / context with a session or user, mode, limit and filter; the
 // results with why each is there, the plan, and each typed query's trace as a picture.
 
-import { UNAVAILABLE, describe } from "./api.js";
+import { UNAVAILABLE, describe, may } from "./api.js";
 import { $, clear, debounce, fmt, h, notice, shortUri } from "./dom.js";
 import { citationText } from "./tree.js";
 import { traceFigure } from "./trace.js";
@@ -46,6 +46,7 @@ function connected() {
   user.value = ctx.me.user || user.value;
   user.readOnly = Boolean(ctx.me.user);
   loadSessions(user.value);
+  $("#q-new-session", root).disabled = !may(ctx.me, "create_session");
 }
 
 async function loadSessions(user) {

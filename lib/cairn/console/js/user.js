@@ -1,7 +1,7 @@
 // A user's page: their sessions with messages, their memories by category (with forget), and the
 // context cairn prefetched for the newest message.
 
-import { UNAVAILABLE, describe } from "./api.js";
+import { UNAVAILABLE, describe, may } from "./api.js";
 import { $, clear, fmt, h, notice, shortUri } from "./dom.js";
 
 let ctx;
@@ -66,7 +66,7 @@ async function sessions(user) {
   found.sort((a, b) => b.updated_at - a.updated_at);
   clear(box, h("ul", { class: "sessions" }, found.map((sn) => {
     const item = h("li", { class: "session", "data-id": sn.id },
-      h("button", { type: "button", class: "link" }, `${sn.id.slice(0, 8)} · ${sn.last_seq} messages · ${when(sn.updated_at)}`),
+      h("button", { type: "button", class: "link" }, `${sn.id.slice(0, 8)} · ${sn.last_seq} message${sn.last_seq === 1 ? "" : "s"} · ${when(sn.updated_at)}`),
       sn.summary ? h("p", { class: "abstract" }, sn.summary) : null);
     item.querySelector("button").addEventListener("click", () => messages(sn, item));
     return item;
@@ -118,11 +118,13 @@ async function memories(user) {
 }
 
 function memoryItem(m) {
-  const forget = h("button", { type: "button", class: "danger", "aria-label": `forget ${m.uri}` }, "forget");
+  const forget = may(ctx.me, "forget")
+    ? h("button", { type: "button", class: "danger", "aria-label": `forget ${m.uri}` }, "forget")
+    : h("span", { class: "muted" }, `(role ${ctx.me.role} may not forget)`);
   const item = h("li", { class: "memory", "data-uri": m.uri },
     h("strong", {}, m.title || shortUri(m.uri).split("/").pop()), " ", forget,
     h("p", { class: "abstract" }, m.text), h("p", { class: "uri" }, h("code", {}, m.uri), ` · ${when(m.updated_at)}`));
-  forget.addEventListener("click", async () => {
+  if (forget.tagName === "BUTTON") forget.addEventListener("click", async () => {
     if (!confirm(`Forget ${m.uri}? cairn deletes it.`)) return;
     try {
       const done = await ctx.api.delete("/v1/memories", { uri: m.uri });
