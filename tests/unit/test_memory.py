@@ -37,6 +37,12 @@ class FailingStore:
             raise VectorStoreError("injected failure", retryable=True)
         return self.real.upsert(records)
 
+    def record_uses(self, tenant, uses, now):  # the side table the use recorder writes to
+        self.upserts += 1
+        if self.upserts == self.fail_on:
+            raise VectorStoreError("injected failure", retryable=True)
+        return self.real.record_uses(tenant, uses, now)
+
 
 class ScriptedLLM:
     """Answers each prompt by its name with the next scripted answer; records the prompts."""

@@ -8,10 +8,13 @@ batch), adds the uses to ``active_count``, sets ``metadata.last_used_at`` and up
 ``close()`` (or ``flush()``) writes what is left. A flush that fails keeps its uses for the next
 one (logged); uses of records deleted meanwhile are dropped.
 
-The write is read-modify-write through the ordinary upsert: an update of the same record landing
-between the flush's fetch and its upsert would be overwritten by the flush's copy. The window is a
-few milliseconds per batch; a store that offers partial metadata updates (Pinecone ``update``,
-OpenSearch ``_update``) can close it, see the lead's notes in the memory report.
+A store that keeps bookkeeping beside its index (the embedded store's ``record_uses``: a side
+table merged into the records it returns) gets the counts there: no record is rewritten, no
+index changes, and nothing a query needs is invalidated. Elsewhere the write is read-modify-write
+through the ordinary upsert: an update of the same record landing between the flush's fetch and
+its upsert would be overwritten by the flush's copy. The window is a few milliseconds per batch;
+a store that offers partial metadata updates (Pinecone ``update``, OpenSearch ``_update``) can
+close it, see the lead's notes in the memory report.
 
 :func:`use_hotness` is the score the blend reads: use (saturating in ``active_count``) times
 recency, halving every ``half_life_s`` since the last use (or the last update, when later).
@@ -132,6 +135,9 @@ class UseRecorder:
 
     def _write(self, tenant: str, uses: dict[str, int]) -> int:
         now = self.clock()
+        side = getattr(self.store, "record_uses", None)
+        if callable(side):
+            return int(side(tenant, uses, now))
         updated = []
         for rec in self.store.fetch(tenant, list(uses)):
             if rec.vector is None:

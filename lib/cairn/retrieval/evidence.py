@@ -17,7 +17,9 @@ The gate asks for evidence of one of two kinds before a typed query keeps its ca
   strings still beat it, against 0.1–3.6 % for the best of 32 probes alone and 0.1–1.2 % with four
   standard deviations; benchmarks/README.md). The floor is
   learned from the tenant's own content (one ``query_many``), cached per store and tenant for
-  ``FLOOR_TTL_S``.
+  ``FLOOR_TTL_S``; a store that keeps learned facts with the tenant (the embedded store) keeps it
+  for every process while the tenant's record count stays within ``FLOOR_DRIFT`` of the count
+  it was learned at, so a fresh process (``cairn find``) does not embed the probes again.
 
 A misspelt query ("refnds") keeps its dense answers when they are clearly closer than noise;
 random letters never do. A backend without keyword search (Pinecone dense) skips the gate, and
@@ -89,12 +91,41 @@ def noise_floor(store: VectorStore, embedder: Embedder, tenant: str, *, now: flo
         cached = _floors.get(key)
     if cached is not None and now - cached[0] < FLOOR_TTL_S:
         return cached[1]
-    requests = [VectorQuery(tenant=tenant, vector=v.tolist(), limit=1) for v in _probe_vectors(embedder)]
-    best = np.asarray([hits[0].score for hits in store.query_many(requests) if hits], dtype=np.float64)
-    floor = float(max(best.max(), best.mean() + FLOOR_SIGMAS * best.std())) if best.size else 0.0
+    floor = _kept_floor(store, embedder, tenant)
+    if floor is None:
+        requests = [VectorQuery(tenant=tenant, vector=v.tolist(), limit=1) for v in _probe_vectors(embedder)]
+        best = np.asarray([hits[0].score for hits in store.query_many(requests) if hits], dtype=np.float64)
+        floor = float(max(best.max(), best.mean() + FLOOR_SIGMAS * best.std())) if best.size else 0.0
+        _keep_floor(store, embedder, tenant, floor)
     with _lock:
         _floors[key] = (now, floor)
     return floor
+
+
+FLOOR_DRIFT = 0.1  # a kept floor holds while the tenant's record count stays within this share
+
+
+def _floor_key(embedder: Embedder) -> str:
+    return f"evidence.noise_floor:{getattr(embedder, 'name', '')}:{getattr(embedder, 'dimension', 0)}"
+
+
+def _kept_floor(store: VectorStore, embedder: Embedder, tenant: str) -> float | None:
+    """The floor a store that keeps learned facts with the tenant (``learned``/``learn``, the
+    embedded store) holds from any process, while the tenant has about as many records."""
+    learned = getattr(store, "learned", None)
+    if not callable(learned):
+        return None
+    fact = learned(tenant, _floor_key(embedder))
+    if not isinstance(fact, dict) or not isinstance(fact.get("floor"), float | int):
+        return None
+    count = store.count(tenant)
+    return float(fact["floor"]) if abs(count - int(fact.get("records", -1))) <= FLOOR_DRIFT * max(count, 1) else None
+
+
+def _keep_floor(store: VectorStore, embedder: Embedder, tenant: str, floor: float) -> None:
+    learn = getattr(store, "learn", None)
+    if callable(learn):
+        learn(tenant, _floor_key(embedder), {"floor": floor, "records": store.count(tenant)})
 
 
 def has_evidence(

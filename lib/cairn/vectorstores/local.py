@@ -16,13 +16,15 @@ Partitions load lazily, one tenant at a time: an unreadable one fails only its t
   is always exactly what that predicate says.
 * **Dense** search is one matrix product per tenant for a whole ``query_many`` batch,
   restricted to the union of the batch's pre-filtered rows when that is small.
-* **Keyword** search is BM25 (``bm25s``, imported only when a keyword or hybrid query runs)
-  over the stemmed words (:mod:`.keywords`) of title + abstract + text, indexed per tenant and rebuilt lazily after a write;
+* **Keyword** search is BM25 over the stemmed words (:mod:`.keywords`) of title + abstract +
+  text, indexed incrementally (:mod:`.local_keywords`): a write indexes only its records, the
+  records it replaces or deletes become tombstones, and scores use the live rows' statistics;
   **hybrid** fuses dense and BM25 scores (a convex combination, :mod:`.fusion`, as OpenSearch).
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from functools import lru_cache
 from collections.abc import Callable, Iterator, Mapping
@@ -32,11 +34,13 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import VectorStoreError
 from ..filters import tree as t
 from ..models import ContextRecord
-from . import keywords
+from . import local_keywords as kw
 from . import local_persistence as persist
-from .base import Capabilities, SearchMode, VectorHit, VectorQuery, VectorStore
+from .base import Capabilities, SearchMode, VectorHit, VectorQuery, VectorStore, validate_tenant
+from .local_side import SideTable, overlay
 from .fusion import fuse, hybrid_depth
 
 Predicate = Callable[[Mapping[str, Any]], bool]
@@ -61,7 +65,7 @@ class LocalFilter:
 class _Columns:
     """Vectorised views of a partition's record fields; built on first use, per field."""
 
-    def __init__(self, docs: list[dict[str, Any]]) -> None:
+    def __init__(self, docs: persist.LazyDocs) -> None:
         self.docs = docs
         self.n = len(docs)
         self._inverted: dict[str, dict[str, np.ndarray] | None] = {}
@@ -228,59 +232,41 @@ class _PreFilter:
         return ~out if node.op == "$nin" else out
 
 
-class _Keyword:
-    """A BM25 index over one partition's title + abstract + text (stemmed words, :mod:`.keywords`)."""
-
-    def __init__(self, docs: list[dict[str, Any]]) -> None:
-        texts = [" ".join(filter(None, (d.get("title"), d.get("abstract"), d.get("text")))) for d in docs]
-        corpus = keywords.tokenize(texts)
-        self.retriever = keywords.bm25s().BM25()
-        self.vocab: dict[str, int] = {}
-        if any(corpus):  # bm25s cannot index a corpus without a single word: every query finds nothing
-            self.retriever.index(corpus, show_progress=False)
-            self.vocab = self.retriever.vocab_dict
-
-    def scores(self, text: str) -> np.ndarray | None:
-        if not self.vocab:
-            return None
-        tokens = [tok for tok in keywords.tokenize([text])[0] if tok in self.vocab]
-        return self.retriever.get_scores(tokens) if tokens else None
-
-
 class _Partition:
     """One tenant's records: dumps (without vectors), a row-aligned vector matrix, lazy indexes."""
 
     def __init__(self, dimension: int) -> None:
         self.ids: list[str] = []
         self.rows: dict[str, int] = {}
-        self.docs: list[dict[str, Any]] = []
+        self.docs = persist.LazyDocs([])
         self.matrix = np.zeros((0, dimension), dtype=np.float32)
+        self.keywords = kw.KeywordIndex()
         self._buffer: np.ndarray | None = None  # ``matrix`` is a view of its first rows, when set
         self._columns: _Columns | None = None
-        self._keyword: _Keyword | None = None
 
     def changed(self) -> None:
         self._columns = None
-        self._keyword = None
 
-    def upsert(self, records: list[ContextRecord]) -> None:
-        self.put(*_dump(records))
-
-    def put(self, docs: list[dict[str, Any]], unit_vectors: np.ndarray) -> None:
-        """Insert or replace record dumps (with their unit vectors, row-aligned) by id."""
+    def put(self, docs: list[dict[str, Any]], unit_vectors: np.ndarray, postings: kw.Postings | None = None) -> None:
+        """Insert or replace record dumps (with their unit vectors and keyword postings, row-aligned) by id."""
         new_rows: list[int] = []
+        at = np.empty(len(docs), dtype=np.int64)
         for n, doc in enumerate(docs):
             row = self.rows.get(doc["id"])
             if row is None:
-                self.rows[doc["id"]] = len(self.ids)
+                row = self.rows[doc["id"]] = len(self.ids)
                 self.ids.append(doc["id"])
                 self.docs.append(doc)
                 new_rows.append(n)
             else:
                 self.docs[row] = doc
                 self.matrix[row] = unit_vectors[n]
+            at[n] = row
         if new_rows:
             self._append_rows(unit_vectors[new_rows])
+        if postings is None:
+            postings = kw.Postings.of_texts([persist.indexed_text(d) for d in docs])
+        self.keywords.add(postings, at)
         self.changed()
 
     def _append_rows(self, vectors: np.ndarray) -> None:
@@ -301,9 +287,10 @@ class _Partition:
             return 0
         keep = [r for r in range(len(self.ids)) if r not in doomed]
         self.ids = [self.ids[r] for r in keep]
-        self.docs = [self.docs[r] for r in keep]
+        self.docs = self.docs.keep(keep)
         self.matrix = self.matrix[keep]
         self.rows = {i: n for n, i in enumerate(self.ids)}
+        self.keywords.keep(np.asarray(keep, dtype=np.int64))
         self.changed()
         return len(doomed)
 
@@ -314,16 +301,12 @@ class _Partition:
             self._columns = _Columns(self.docs)
         return _PreFilter(self._columns).mask(native.node)
 
-    def keyword(self) -> _Keyword:
-        if self._keyword is None:
-            self._keyword = _Keyword(self.docs)
-        return self._keyword
-
 
 def _partition_of(snap: persist.Snapshot) -> _Partition:
     part = _Partition(snap.matrix.shape[1])
     part.ids, part.docs, part.matrix = snap.ids, snap.docs, snap.matrix
     part.rows = {i: n for n, i in enumerate(part.ids)}
+    part.keywords = kw.KeywordIndex.of_chunks(snap.chunks, len(part.ids))
     return part
 
 
@@ -383,6 +366,49 @@ class LocalVectorStore(VectorStore):
         self._disk = (
             persist.DiskPartitions(self.path / "tenants", dimension, _partition_of) if self.path is not None else None
         )
+        self._sides: dict[str, SideTable] = {}
+
+    # ---------------------------------------------------------------- bookkeeping beside the index
+
+    def _side(self, tenant: str) -> SideTable:
+        with self._lock:
+            side = self._sides.get(tenant)
+            if side is None:
+                folder = self._disk.files(tenant).dir if self._disk is not None else None
+                side = self._sides[tenant] = SideTable(folder)
+            return side
+
+    def record_uses(self, tenant: str, uses: Mapping[str, int], now: float) -> int:
+        """Count ``uses[id]`` more uses of each record, last used at ``now``, in the tenant's side
+        table: no segment is written and no index changes. Returns the records counted (ids no
+        longer stored are dropped)."""
+        validate_tenant(tenant)
+        with self._lock:
+            part = self._part(tenant)
+            if part is None:
+                return 0
+            known = {i: (int(n), int(part.docs[part.rows[i]].get("active_count") or 0))
+                     for i, n in uses.items() if i in part.rows and n > 0}
+        if known:
+            try:
+                self._side(tenant).add_uses(known, now)
+            except sqlite3.Error as exc:
+                raise VectorStoreError(f"could not record uses for tenant {tenant!r}: {exc}", retryable=True) from exc
+        return len(known)
+
+    def learned(self, tenant: str, key: str) -> Any:
+        """A fact learned about ``tenant`` and kept with it (JSON), or None."""
+        return self._side(validate_tenant(tenant)).fact(key)
+
+    def learn(self, tenant: str, key: str, value: Any) -> None:
+        """Keep ``value`` (JSON) as what was learned about ``tenant`` under ``key``, for every process."""
+        self._side(validate_tenant(tenant)).learn(key, value)
+
+    def close(self) -> None:
+        with self._lock:
+            for side in self._sides.values():
+                side.close()
+            self._sides.clear()
 
     # ---------------------------------------------------------------- persistence
 
@@ -426,9 +452,10 @@ class LocalVectorStore(VectorStore):
 
     def _upsert(self, tenant: str, records: list[ContextRecord]) -> int:
         docs, vectors = _dump(records)
+        postings = kw.Postings.of_texts([persist.indexed_text(d) for d in docs])  # outside the lock
         with self._writing(tenant) as (part, commit):
-            part.put(docs, vectors)
-            commit(persist.Segment(docs, vectors))
+            part.put(docs, vectors, postings)
+            commit(persist.Segment(docs, vectors, postings=postings))
         return len(records)
 
     def _query(self, request: VectorQuery, native_filter: LocalFilter | None) -> list[VectorHit]:
@@ -480,15 +507,15 @@ class LocalVectorStore(VectorStore):
         self, part: _Partition, req: VectorQuery, mask: np.ndarray | None, dense: list[tuple[int, float]]
     ) -> list[VectorHit]:
         if req.mode is SearchMode.DENSE:
-            return [self._hit(part, r, s, req) for r, s in dense]
-        keyword = self._keyword_ranking(part, req, mask)
-        if req.mode is SearchMode.KEYWORD:
-            return [self._hit(part, r, s, req) for r, s in keyword]
-        fused = fuse(dense, keyword, req.limit, depth=hybrid_depth(req.limit))
-        return [self._hit(part, r, s, req) for r, s in fused]
+            ranked = dense
+        else:
+            keyword = self._keyword_ranking(part, req, mask)
+            ranked = keyword if req.mode is SearchMode.KEYWORD else fuse(dense, keyword, req.limit, depth=hybrid_depth(req.limit))
+        used = self._side(req.tenant).uses(part.ids[r] for r, _ in ranked)
+        return [self._hit(part, r, s, req, used.get(part.ids[r])) for r, s in ranked]
 
     def _keyword_ranking(self, part: _Partition, req: VectorQuery, mask: np.ndarray | None) -> list[tuple[int, float]]:
-        scores = part.keyword().scores(req.text or "")
+        scores = part.keywords.scores(req.text or "")
         if scores is None:
             return []
         keep = scores > 0
@@ -499,37 +526,38 @@ class LocalVectorStore(VectorStore):
         return _ranked(scores[rows].astype(np.float64), rows, part.ids, depth)
 
     @staticmethod
-    def _hit(part: _Partition, row: int, score: float, req: VectorQuery) -> VectorHit:
+    def _hit(part: _Partition, row: int, score: float, req: VectorQuery, used: tuple[int, float] | None) -> VectorHit:
         vec = part.matrix[row].tolist() if req.include_vectors else None
-        return VectorHit(record=ContextRecord.model_validate({**part.docs[row], "vector": vec}), score=score)
+        return VectorHit(record=ContextRecord.model_validate({**overlay(part.docs[row], used), "vector": vec}), score=score)
 
     def _fetch(self, tenant: str, ids: list[str]) -> list[ContextRecord]:
         part = self._part(tenant)
         if part is None:
             return []
-        out = []
-        for i in ids:
-            r = part.rows.get(i)
-            if r is not None:
-                out.append(ContextRecord.model_validate({**part.docs[r], "vector": part.matrix[r].tolist()}))
-        return out
+        rows = [(i, part.rows[i]) for i in ids if i in part.rows]
+        used = self._side(tenant).uses(i for i, _ in rows)
+        return [
+            ContextRecord.model_validate({**overlay(part.docs[r], used.get(i)), "vector": part.matrix[r].tolist()})
+            for i, r in rows
+        ]
 
     def _delete(self, tenant: str, ids: list[str]) -> int:
         with self._writing(tenant) as (part, commit):
-            return self._delete_rows(part, commit, ids)
+            return self._delete_rows(tenant, part, commit, ids)
 
     def _delete_by_filter(self, tenant: str, native_filter: LocalFilter | None) -> int:
         with self._writing(tenant) as (part, commit):  # the filter sees every commit before it
             mask = part.mask(native_filter)
             ids = part.ids if mask is None else [part.ids[r] for r in np.flatnonzero(mask)]
-            return self._delete_rows(part, commit, list(ids))
+            return self._delete_rows(tenant, part, commit, list(ids))
 
-    def _delete_rows(self, part: _Partition, commit: Callable[[persist.Segment], None], ids: list[str]) -> int:
+    def _delete_rows(self, tenant: str, part: _Partition, commit: Callable[[persist.Segment], None], ids: list[str]) -> int:
         doomed = sorted({i for i in ids if i in part.rows})
         if not doomed:
             return 0
         n = part.delete(doomed)
         commit(persist.Segment([], np.zeros((0, self.dimension), dtype=np.float32), doomed))
+        self._side(tenant).forget_uses(doomed)
         return n
 
     def _count(self, tenant: str, native_filter: LocalFilter | None) -> int:

@@ -27,6 +27,11 @@ One folder per tenant under ``<home>/tenants/<storage name>/``::
 A segment file: ``CAIRNSEG1\\n``, an 8-byte little-endian header length, a JSON header
 ``{"rows", "dimension", "docs_bytes", "deleted_bytes"}``, the records as JSON lines (without
 vectors), the deleted ids as a JSON list, then ``rows x dimension`` float32 unit vectors.
+Beside each segment, ``seg-N.kw`` holds its keyword postings (:mod:`.local_keywords`): derived
+data, rebuilt from the segment when missing (stores written before it existed) or damaged.
+
+Opening reads no record: the vectors are memory-mapped (copy-on-write) and each record's JSON
+line is parsed when a row is first looked at (:class:`LazyDocs`).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import json
 import os
 import re
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,13 +50,14 @@ import numpy as np
 
 from ..errors import PartitionUnreadable, VectorStoreError
 from ..storage_names import tenant_folder as storage_name
+from . import local_keywords as kw
 
 FORMAT = "cairn-local-2"
 MANIFEST = "MANIFEST"
 LOCK = ".lock"
 LEGACY_DOCS, LEGACY_VECTORS = "records.jsonl", "vectors.npy"
 _MAGIC = b"CAIRNSEG1\n"
-_SEGMENT_RE = re.compile(r"^seg-\d{10}\.bin$")
+_SEGMENT_RE = re.compile(r"^seg-\d{10}\.(bin|kw)$")
 MAX_SEGMENTS = 8  # past this, the newest segments are merged (tiered)
 
 WRITE_STEPS = (
@@ -115,19 +121,33 @@ class Segment:
     lines and vectors without parsing or re-encoding a single record.
     """
 
-    def __init__(self, docs: list[dict[str, Any]], vectors: np.ndarray, deleted: Sequence[str] = ()) -> None:
+    def __init__(
+        self, docs: list[dict[str, Any]], vectors: np.ndarray, deleted: Sequence[str] = (),
+        postings: kw.Postings | None = None,
+    ) -> None:
         self.ids = [d["id"] for d in docs]
         self.lines = [json.dumps(d, ensure_ascii=False).encode() for d in docs]
         self._docs: list[dict[str, Any] | None] = list(docs)
         self.vectors = vectors
         self.deleted = list(deleted)
+        self.postings = postings
 
     @classmethod
-    def from_raw(cls, ids: list[str], lines: list[bytes], vectors: np.ndarray, deleted: Sequence[str]) -> Segment:
+    def from_raw(
+        cls, ids: list[str], lines: list[bytes], vectors: np.ndarray, deleted: Sequence[str],
+        postings: kw.Postings | None = None,
+    ) -> Segment:
         seg = cls.__new__(cls)
         seg.ids, seg.lines, seg.vectors, seg.deleted = ids, lines, vectors, list(deleted)
         seg._docs = [None] * len(ids)
+        seg.postings = postings
         return seg
+
+    def keyword_postings(self) -> kw.Postings:
+        """This segment's keyword postings (built from its records when not attached yet)."""
+        if self.postings is None:
+            self.postings = kw.Postings.of_texts([indexed_text(self.doc(r)) for r in range(len(self.ids))])
+        return self.postings
 
     def doc(self, row: int) -> dict[str, Any]:
         doc = self._docs[row]
@@ -140,14 +160,55 @@ class Segment:
         return [self.doc(r) for r in range(len(self.ids))]
 
 
+def indexed_text(doc: Mapping[str, Any]) -> str:
+    """What keyword search reads of a record: title, abstract and text."""
+    return " ".join(filter(None, (doc.get("title"), doc.get("abstract"), doc.get("text"))))
+
+
+class LazyDocs:
+    """Record dumps by row, each parsed from its JSON line the first time it is read."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[dict[str, Any] | bytes]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, row: int) -> dict[str, Any]:
+        item = self._items[row]
+        if isinstance(item, bytes):
+            item = self._items[row] = json.loads(item)
+        return item
+
+    def __setitem__(self, row: int, doc: dict[str, Any]) -> None:
+        self._items[row] = doc
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self[r] for r in range(len(self._items)))
+
+    def append(self, doc: dict[str, Any]) -> None:
+        self._items.append(doc)
+
+    def keep(self, rows: Sequence[int]) -> LazyDocs:
+        return LazyDocs([self._items[r] for r in rows])
+
+
 @dataclass
 class Snapshot:
-    """A partition's live rows, as the manifest says: ids, record dumps, a unit-vector matrix."""
+    """A partition's live rows, as the manifest says: ids, record dumps, a unit-vector matrix and
+    the keyword chunks (each segment's postings, with the partition row of each of its rows)."""
 
     manifest: Manifest
     ids: list[str]
-    docs: list[dict[str, Any]]
+    docs: LazyDocs
     matrix: np.ndarray
+    chunks: list[tuple[kw.Postings, np.ndarray]] = field(default_factory=list)
+
+
+def _size(path: Path) -> int:
+    return os.path.getsize(path)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -189,13 +250,15 @@ def read_segment(path: Path, dimension: int) -> Segment:
             raise ValueError(f"{path.name} holds {dim}-d vectors, the store holds {dimension}-d")
         sizes = (head["ids_bytes"], head["docs_bytes"], head["deleted_bytes"])
         ids_raw, docs_raw, deleted_raw = (fh.read(n) for n in sizes)
-        vectors = np.fromfile(fh, dtype="<f4", count=rows * dim)
-    if [len(ids_raw), len(docs_raw), len(deleted_raw)] != list(sizes) or vectors.size != rows * dim:
+        at = fh.tell()
+    if [len(ids_raw), len(docs_raw), len(deleted_raw)] != list(sizes) or os.path.getsize(path) != at + 4 * rows * dim:
         raise ValueError(f"{path.name} is truncated")
     ids, lines = json.loads(ids_raw), docs_raw.split(b"\n") if rows else []
     if len(ids) != rows or len(lines) != rows:
         raise ValueError(f"{path.name} holds {len(ids)} ids and {len(lines)} records, its header says {rows}")
-    return Segment.from_raw(ids, lines, vectors.astype(np.float32, copy=False).reshape(rows, dim), json.loads(deleted_raw))
+    # copy-on-write: opening reads no vector; an in-place change stays in this process
+    vectors = np.memmap(path, dtype="<f4", mode="c", offset=at, shape=(rows, dim)) if rows else np.zeros((0, dim), np.float32)
+    return Segment.from_raw(ids, lines, vectors, json.loads(deleted_raw))
 
 
 # ---------------------------------------------------------------- one partition's folder
@@ -293,12 +356,23 @@ class PartitionFiles:
         out = []
         for ref in refs:
             try:
-                out.append(read_segment(self.dir / ref.file, self.dimension))
+                seg = read_segment(self.dir / ref.file, self.dimension)
             except FileNotFoundError:
                 raise
             except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
                 raise self.unreadable(f"{ref.file}: {exc}") from exc
+            out.append(self._with_postings(seg, self.dir / ref.file))
         return out
+
+    def _with_postings(self, seg: Segment, path: Path) -> Segment:
+        """Attach the segment's saved keyword postings; rebuild and save them when missing."""
+        seg.postings = kw.load(kw.sidecar(path), len(seg.ids), _size(path))
+        if seg.postings is None:
+            try:
+                kw.save(kw.sidecar(path), seg.keyword_postings(), _size(path))
+            except OSError:  # a read-only home: keep them in memory
+                pass
+        return seg
 
     def _legacy_segments(self) -> list[Segment]:
         try:
@@ -361,9 +435,11 @@ class PartitionFiles:
 
     def _write(self, generation: int, seg: Segment) -> SegmentRef:
         name = f"seg-{generation:010d}.bin"
+        kw.sidecar(self.dir / name).unlink(missing_ok=True)  # a killed writer's, for another segment
         write_segment(self.dir / name, seg, self.dimension)
         _fsync_dir(self.dir)
         _step("segment_synced")
+        kw.save(kw.sidecar(self.dir / name), seg.keyword_postings(), _size(self.dir / name))
         return SegmentRef(name, len(seg.ids), len(seg.deleted))
 
     def _replace_manifest(self, man: Manifest, written: str, replaced: str) -> None:
@@ -394,7 +470,7 @@ class PartitionFiles:
 
     def remove_orphans(self, man: Manifest) -> None:
         """Remove segment files the manifest does not name (retired, or left by a killed writer)."""
-        keep = {s.file for s in man.segments}
+        keep = {s.file for s in man.segments} | {kw.sidecar(Path(s.file)).name for s in man.segments}
         for path in self.dir.iterdir():
             if (_SEGMENT_RE.match(path.name) and path.name not in keep) or path.name.endswith(".tmp"):
                 path.unlink(missing_ok=True)
@@ -418,7 +494,7 @@ def _live(segments: Sequence[Segment]) -> dict[str, tuple[int, int]]:
 def _gather(segments: Sequence[Segment], where: dict[str, tuple[int, int]], dimension: int) -> np.ndarray:
     """The live rows' vectors, in ``where``'s order: one copy, segment by segment."""
     if len(segments) == 1 and len(where) == len(segments[0].ids):
-        return segments[0].vectors
+        return segments[0].vectors  # the memory map itself: nothing read yet
     n = len(where)
     out = np.empty((n, dimension), dtype=np.float32)
     seg_of = np.fromiter((s for s, _ in where.values()), dtype=np.int64, count=n)
@@ -430,31 +506,38 @@ def _gather(segments: Sequence[Segment], where: dict[str, tuple[int, int]], dime
     return out
 
 
-def _parse_all(segments: Sequence[Segment], where: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
-    """The live records, parsed as one JSON array (a third faster than a loads per line)."""
-    pending = [(s, r) for s, r in where.values() if segments[s]._docs[r] is None]
-    if pending:
-        parsed = json.loads(b"[" + b",".join(segments[s].lines[r] for s, r in pending) + b"]")
-        for (s, r), doc in zip(pending, parsed, strict=True):
-            segments[s]._docs[r] = doc
-    return [segments[s].doc(r) for s, r in where.values()]
+def _new_rows(segments: Sequence[Segment], where: dict[str, tuple[int, int]]) -> list[np.ndarray]:
+    """Per segment: each of its rows' position in ``where`` (-1: overwritten or deleted)."""
+    n = len(where)
+    seg_of = np.fromiter((s for s, _ in where.values()), dtype=np.int64, count=n)
+    row_of = np.fromiter((r for _, r in where.values()), dtype=np.int64, count=n)
+    out = []
+    for s, seg in enumerate(segments):
+        pos = np.flatnonzero(seg_of == s)
+        m = np.full(len(seg.ids), -1, dtype=np.int64)
+        m[row_of[pos]] = pos
+        out.append(m)
+    return out
 
 
 def replay(man: Manifest, segments: Sequence[Segment], dimension: int) -> Snapshot:
-    """The live rows after applying ``segments`` in order."""
+    """The live rows after applying ``segments`` in order (no record is parsed)."""
     where = _live(segments)
-    docs = _parse_all(segments, where)
-    matrix = np.asarray(_gather(segments, where, dimension), dtype=np.float32).reshape(len(where), dimension)
-    return Snapshot(man, list(where), docs, matrix)
+    docs = LazyDocs([segments[s]._docs[r] or segments[s].lines[r] for s, r in where.values()])
+    matrix = _gather(segments, where, dimension).reshape(len(where), dimension)
+    chunks = [(seg.keyword_postings(), m) for seg, m in zip(segments, _new_rows(segments, where), strict=True) if len(seg.ids)]
+    return Snapshot(man, list(where), docs, matrix, chunks)
 
 
 def merge(segments: Sequence[Segment], *, full: bool, dimension: int) -> Segment:
     """One segment equivalent to ``segments`` applied in order; ``full`` drops its tombstones.
-    Records are moved as their stored lines, never parsed."""
+    Records are moved as their stored lines, never parsed; keyword postings are merged."""
     where = _live(segments)
     deleted = [] if full else sorted({i for seg in segments for i in seg.deleted} - where.keys())
     lines = [segments[s].lines[r] for s, r in where.values()]
-    return Segment.from_raw(list(where), lines, _gather(segments, where, dimension), deleted)
+    maps = _new_rows(segments, where)
+    postings = kw.merge([(seg.keyword_postings(), m) for seg, m in zip(segments, maps, strict=True)], len(where))
+    return Segment.from_raw(list(where), lines, _gather(segments, where, dimension), deleted, postings)
 
 
 def merge_start(refs: Sequence[SegmentRef], max_segments: int) -> int | None:
@@ -505,7 +588,7 @@ except ImportError:  # pragma: no cover - Windows
 class PartitionLike(Protocol):
     ids: list[str]
 
-    def put(self, docs: list[dict[str, Any]], unit_vectors: np.ndarray) -> None: ...
+    def put(self, docs: list[dict[str, Any]], unit_vectors: np.ndarray, postings: kw.Postings | None = None) -> None: ...
 
     def delete(self, ids: list[str]) -> int: ...
 
@@ -601,7 +684,7 @@ class DiskPartitions(Generic[P]):
                 if seg.deleted:
                     part.delete(seg.deleted)  # type: ignore[union-attr]
                 if seg.ids:
-                    part.put(seg.docs, seg.vectors)  # type: ignore[union-attr]
+                    part.put(seg.docs, seg.vectors, seg.keyword_postings())  # type: ignore[union-attr]
         else:
             return self._load(tenant, files, sig, parts)
         self._seen[tenant] = (sig, man)
