@@ -282,8 +282,10 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .api.auth import ApiKeys
-    from .api.server import check_bind, serve
+    from .api.server import check_bind, default_workers, serve
 
+    if args.workers < 0:
+        raise RequestError(f"--workers {args.workers}: give the number of processes, or 0 for one per core")
     keys = ApiKeys.load(file=args.api_keys)
     check_bind(args.host, keys)
     services = _services(args)
@@ -291,7 +293,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"cairn serve: loading the store and the embedder ({who}) ...", file=sys.stderr, flush=True)
     serve(services, host=args.host, port=args.port, keys=keys, log_level=args.log_level,
           ready=lambda url: print(f"cairn serve: listening on {url} (OpenAPI: {url}/v1/openapi.json); Ctrl-C stops",
-                                  file=sys.stderr, flush=True))
+                                  file=sys.stderr, flush=True),
+          workers=args.workers or default_workers(),
+          spec={"settings": {"home": args.home, "tenant": args.tenant}, "api_keys": args.api_keys})
     return 0
 
 
@@ -441,6 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--api-keys", metavar="FILE",
                      help='JSON {"<key>": "<tenant>"} or {"<key>": {"tenant", "user"}} (env CAIRN_API_KEYS_FILE or CAIRN_API_KEYS)')
     srv.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    srv.add_argument("--workers", type=int, default=0, metavar="N",
+                     help="processes serving the one home (default 0: one per core)")
     srv.set_defaults(func=cmd_serve)
 
     from .mcp import add_parser as add_mcp_parser

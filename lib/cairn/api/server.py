@@ -9,6 +9,13 @@ refuses to listen on anything but loopback.
 
 Requests are resolved one at a time per process (Powertools' resolver keeps the current event
 on the class); the event loop stays free, so a slow request delays others but never drops them.
+So ``cairn serve --workers N`` (default: one per core) runs N processes on one listening socket
+(uvicorn's supervisor; it restarts a worker that dies), all on the same home: the embedded
+store's writes are serialised by its file lock and every process sees every commit. Each worker
+sizes the embedder to its share of the cores (``CAIRN_PROCESSES``). A process loads the model,
+opens the served tenants (the settings' tenant, or every tenant of the API keys), builds their
+keyword tokenizer, filter columns and noise floor before it accepts a connection, so the first
+request is answered at full speed and ``/v1/health`` answers only once a worker is warm.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import asyncio
 import base64
 import ipaddress
 import json
+import logging
+import os
 import threading
 import time
 import uuid
@@ -32,6 +41,8 @@ from .auth import ApiKeys, AuthorizerConfig, Caller
 from .routes import PUBLIC_ROUTES, build_app, resolve
 
 MAX_BODY_BYTES = 6 * 1024 * 1024  # API Gateway's and Lambda's request payload limit
+WORKER_SPEC = "CAIRN_SERVE_WORKER"  # how the supervisor tells its workers what to serve (JSON)
+log = logging.getLogger("cairn.serve")
 
 
 class LocalDoor:
@@ -149,15 +160,61 @@ def check_bind(host: str, keys: ApiKeys | None) -> None:
         )
 
 
+def default_workers() -> int:
+    """One worker process per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def served_tenants(services: Services, keys: ApiKeys | None) -> list[str]:
+    """The tenants a server answers for: every tenant of the API keys, else the settings' one."""
+    if keys is None:
+        return [services.settings.tenant]
+    return sorted({caller.tenant for _, caller in getattr(keys, "_callers", [])}) or [services.settings.tenant]
+
+
+def warm(services: Services, tenants: list[str]) -> None:
+    """Load what the first request of each tenant would: the model (every session), the tenant's
+    partition, the keyword tokenizer, the scope filter's columns and the noise floor."""
+    from ..retrieval.evidence import noise_floor
+    from ..vectorstores import SearchMode, VectorQuery
+
+    embedder, store = services.embedder, services.store
+    getattr(embedder, "warm", lambda: None)()
+    vector = embedder.embed_one("warm up").tolist()
+    for tenant in tenants:
+        try:
+            store.query(VectorQuery(tenant=tenant, vector=vector, text="warm up", mode=SearchMode.HYBRID, limit=1,
+                                    filter={"context_type": {"$in": ["resource", "memory", "skill"]}, "level": {"$gte": 0}}))
+            store.count(tenant, {"ancestors": "cairn://resources", "owner": {"$exists": True}})
+            noise_floor(store, embedder, tenant)
+        except CairnError as exc:  # a broken tenant fails its own requests, not the server
+            log.warning("could not warm a tenant", extra={"tenant": tenant, "error": exc.message})
+
+
 def serve(services: Services, *, host: str = "127.0.0.1", port: int = 8080, keys: ApiKeys | None = None,
-          log_level: str = "warning", ready: Callable[[str], None] | None = None) -> None:
-    """Run ``cairn serve`` until interrupted. The embedder and store are loaded before the port
-    opens, so the first request is answered at full speed."""
+          log_level: str = "warning", ready: Callable[[str], None] | None = None, workers: int = 1,
+          spec: dict[str, Any] | None = None) -> None:
+    """Run ``cairn serve`` until interrupted, warm before the port answers (:func:`warm`).
+
+    ``workers`` > 1 runs that many processes (``spec``: what each builds its services from,
+    ``{"settings": load_settings overrides, "api_keys": file}``); 1 serves from this process."""
     uvicorn = require("uvicorn", extra="local", feature="cairn serve")
     check_bind(host, keys)
-    services.store  # noqa: B018 - load the model and open the store now, not on the first request
+    access = log_level in ("info", "debug")
+    if workers > 1:
+        os.environ[WORKER_SPEC] = json.dumps(spec or {})
+        os.environ["CAIRN_PROCESSES"] = str(workers)  # each worker's share of the cores
+        if ready is not None:
+            threading.Thread(target=_announce_when_healthy, args=(ready, host, port), daemon=True).start()
+        uvicorn.run("cairn.api.server:worker_app", factory=True, host=host, port=port, workers=workers,
+                    log_level=log_level, lifespan="on", access_log=access)
+        return
+    warm(services, served_tenants(services, keys))
     config = uvicorn.Config(LocalDoor(services, keys), host=host, port=port, log_level=log_level,
-                            lifespan="on", access_log=log_level in ("info", "debug"))
+                            lifespan="on", access_log=access)
     server = uvicorn.Server(config)
     if ready is not None:
         where = f"http://{host}:{port}"
@@ -165,11 +222,39 @@ def serve(services: Services, *, host: str = "127.0.0.1", port: int = 8080, keys
     server.run()
 
 
+def worker_app() -> LocalDoor:
+    """One worker process's application (uvicorn calls it in each worker): its own services from
+    the supervisor's spec, warmed before the worker accepts a connection."""
+    from ..config import load_settings
+
+    spec = json.loads(os.environ.get(WORKER_SPEC) or "{}")
+    services = Services(load_settings(**(spec.get("settings") or {})))
+    keys = ApiKeys.load(file=spec.get("api_keys"))
+    warm(services, served_tenants(services, keys))
+    return LocalDoor(services, keys)
+
+
 def _announce(server: Any, ready: Callable[[str], None], where: str) -> None:
     while not server.started and not server.should_exit:
         time.sleep(0.02)
     if server.started:
         ready(where)
+
+
+def _announce_when_healthy(ready: Callable[[str], None], host: str, port: int) -> None:
+    """Tell the user once a worker answers ``/v1/health`` (the workers warm before they accept)."""
+    import http.client
+
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection(host, port, timeout=60)
+            conn.request("GET", "/v1/health")
+            if conn.getresponse().status < 500:
+                ready(f"http://{host}:{port}")
+                return
+        except OSError:
+            time.sleep(0.2)
 
 
 @contextmanager
