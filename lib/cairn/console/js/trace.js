@@ -145,7 +145,7 @@ function strip(p, top, width) {
   const left = 60;
   const right = width - 20;
   const x = (v) => left + ((v - lo) / (hi - lo || 1)) * (right - left);
-  const rowY = (tier) => top + 26 + TIERS.indexOf(tier) * 30;
+  const rowY = (tier) => top + 30 + TIERS.indexOf(tier) * 30;
   const nodes = [s("text", { x: 10, y: top + 10, class: "stage-title" }, "candidates by tier and score (● kept, ○ dropped)")];
   for (const tier of TIERS) {
     nodes.push(s("text", { x: 10, y: rowY(tier) + 4, class: "axis" }, tier),
@@ -155,9 +155,14 @@ function strip(p, top, width) {
     const v = lo + ((hi - lo) * t) / 4;
     nodes.push(s("text", { x: x(v), y: top + 26 + 3 * 30, class: "axis", "text-anchor": "middle" }, fmt(v, 2)));
   }
-  for (const c of all) {
-    if (!Number.isFinite(c.score)) continue;
-    const cy = rowY(TIERS.includes(c.tier) ? c.tier : "L2");
+  const last = {};  // per row: the x of the shape before, to lift a shape off its neighbour
+  const placed = all.filter((c) => Number.isFinite(c.score)).sort((a, b) => a.score - b.score);
+  for (const c of placed) {
+    const tier = TIERS.includes(c.tier) ? c.tier : "L2";
+    const crowded = last[tier] && x(c.score) - last[tier].x < 15;
+    const lift = crowded ? (last[tier].lift === 0 ? -9 : 0) : 0;
+    last[tier] = { x: x(c.score), lift };
+    const cy = rowY(tier) + lift;
     nodes.push(s("g", { class: `cand ${c.kept ? "kept" : "dropped"}`, "data-uri": c.uri },
       s("title", {}, `${c.kept ? "#" + c.rank + " kept" : "dropped"} · ${c.uri}\nscore ${fmt(c.score)} · ${c.reason || ""}`),
       s("circle", { cx: x(c.score), cy, r: c.kept ? 7 : 5 }),
