@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +50,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[str]:
-    """`cairn serve` as a user starts it: its own process, an API keys file, a fresh home."""
-    home = tmp_path_factory.mktemp("console")
+@contextmanager
+def cairn_serve(home: Path, *extra: str) -> Iterator[str]:
+    """`cairn serve` as a user starts it: its own process(es), an API keys file, its own home."""
     keys = home / "keys.json"
     keys.write_text(json.dumps({ACME_KEY: "acme", ANN_KEY: {"tenant": "acme", "user": "ann"},
                                 READER_KEY: {"tenant": "acme", "role": "reader"}}))
     port = _free_port()
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.Popen([sys.executable, "-m", "cairn.cli", "--home", str(home / "cairn"), "serve", "--port", str(port),
-                             "--api-keys", str(keys)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             "--api-keys", str(keys), *extra], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     while True:
@@ -77,6 +77,12 @@ def server(tmp_path_factory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[str]:
+    with cairn_serve(tmp_path_factory.mktemp("console")) as url:  # the default: one worker per core
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -348,23 +354,35 @@ def test_ingest_uploads_text_files_with_progress_and_lists_what_was_skipped(cons
 # --------------------------------------------------------------------------------------- stats
 
 
-def test_statistics_are_drawn_from_get_stats(console, api):
-    page = console.open(ACME_KEY)
-    console.tab("query")
-    _run(page, "find", "qqzx vvbnm wwpty")  # nonsense: a query with no result, counted as such
-    pane = console.tab("stats")
-    pane.locator("#s-refresh").click()
-    snapshot = api.get("/v1/stats").json()
-    total = snapshot["total"]
-    assert total["zero_result_queries"] >= 1
-    row = pane.locator("table.stats tr[data-type=total] td")
-    expect(row.nth(1)).to_have_text(str(total["queries"]))
-    expect(row.nth(3)).to_have_text(str(total["zero_result_queries"]))
-    zero = pane.locator("#chart-zero .bar.zero[data-type=total]")
-    expect(zero).to_have_attribute("data-share", f"{total['zero_result_queries'] / total['queries']:.4f}")
-    for measure in ("p50", "p95"):
-        expect(pane.locator(f"#chart-latency .bar[data-type=total][data-measure={measure}]")).to_contain_text(
-            f"{measure} {total[f'latency_ms_{measure}']:.1f}")
+def test_statistics_are_drawn_from_get_stats(browser, tmp_path, request):
+    # GET /v1/stats is one process's: the page's figures and the API's compare on a single worker
+    with cairn_serve(tmp_path, "--workers", "1") as url, httpx.Client(
+            base_url=url, headers={"authorization": f"Bearer {ACME_KEY}"}, timeout=120) as api:
+        api.put("/v1/documents", json={"root_uri": ROOT, "documents": HANDBOOK_DOCS}).raise_for_status()
+        api.post("/v1/find", json={"query": "how long do refunds take?"}).raise_for_status()
+        context = browser.new_context(viewport={"width": 1360, "height": 900})
+        console = Console(context.new_page(), url)
+        try:
+            page = console.open(ACME_KEY)
+            console.tab("query")
+            _run(page, "find", "qqzx vvbnm wwpty")  # nonsense: a query with no result, counted as such
+            pane = console.tab("stats")
+            pane.locator("#s-refresh").click()
+            expect(pane.locator("table.stats tr[data-type=total]")).to_be_visible()
+            total = api.get("/v1/stats").json()["total"]
+            assert total["queries"] == 2 and total["zero_result_queries"] == 1
+            row = pane.locator("table.stats tr[data-type=total] td")
+            expect(row.nth(1)).to_have_text(str(total["queries"]))
+            expect(row.nth(3)).to_have_text(str(total["zero_result_queries"]))
+            zero = pane.locator("#chart-zero .bar.zero[data-type=total]")
+            expect(zero).to_have_attribute("data-share", "0.5000")
+            for measure in ("p50", "p95"):
+                expect(pane.locator(f"#chart-latency .bar[data-type=total][data-measure={measure}]")).to_contain_text(
+                    f"{measure} {total[f'latency_ms_{measure}']:.1f}")
+        finally:
+            console.shot(request.node.name)
+            context.close()
+    assert not console.errors, f"the page raised errors: {console.errors}"
 
 
 # ---------------------------------------------------------------------------- a user-bound key
