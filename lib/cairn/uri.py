@@ -10,6 +10,11 @@ One tree per tenant::
 A directory's URI has no trailing slash. A leaf is a file or a chunk of a long file,
 written with a fragment: ``cairn://resources/docs/guide.md#3``. A chunk's parent is the
 directory that holds the file.
+
+Bounds, checked when a URI is parsed (so before any work on it): at most ``MAX_URI_LENGTH``
+(2,048) characters before the fragment, ``MAX_DEPTH`` (32) path segments (``cairn://resources``
+is 1), ``MAX_SEGMENT_LENGTH`` (255, a file name's limit on common file systems) characters a
+segment, and a chunk number of at most 9 digits.
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from .errors import InvalidURIError
 from .models import ContextType, Level
 
 SCHEME = "cairn://"
-MAX_URI_LENGTH = 2048
+MAX_URI_LENGTH = 2048  # characters before the chunk fragment
+MAX_DEPTH = 32  # path segments: cairn://resources is 1
+MAX_SEGMENT_LENGTH = 255  # characters of one segment
+MAX_CHUNK_DIGITS = 9
 _BAD_SEGMENT = re.compile(r"[\x00-\x1f\x7f/#?\\]")
 ROOT_HINT = (
     "a cairn URI starts with cairn://resources, cairn://user/{user}/memories, "
@@ -41,7 +49,8 @@ class CairnURI:
 
 
 def _fail(uri: object, why: str) -> InvalidURIError:
-    return InvalidURIError(f"invalid URI {uri!r}: {why}")
+    shown = uri if not isinstance(uri, str) or len(uri) <= 100 else uri[:60] + "..." + uri[-20:]
+    return InvalidURIError(f"invalid URI {shown!r}: {why}")
 
 
 @lru_cache(maxsize=65536)
@@ -51,25 +60,32 @@ def parse(uri: str) -> CairnURI:
         raise _fail(uri, f"expected a string, got {type(uri).__name__}")
     if not uri.startswith(SCHEME):
         raise _fail(uri, f"must start with {SCHEME!r}; {ROOT_HINT}")
-    if len(uri) > MAX_URI_LENGTH:
-        raise _fail(uri[:60] + "...", f"longer than {MAX_URI_LENGTH} characters")
     body = uri[len(SCHEME):]
     chunk: int | None = None
     if "#" in body:
         body, frag = body.split("#", 1)
-        if not frag.isdigit():
-            raise _fail(uri, f"chunk fragment must be a non-negative number like '#3', got '#{frag}'")
+        if not frag.isdigit() or len(frag) > MAX_CHUNK_DIGITS:
+            raise _fail(uri, f"chunk fragment must be a non-negative number of at most {MAX_CHUNK_DIGITS} digits "
+                             f"like '#3', got '#{frag[:20]}'")
         chunk = int(frag)
+    if len(SCHEME) + len(body) > MAX_URI_LENGTH:
+        raise _fail(uri, f"is {len(SCHEME) + len(body):,} characters long; at most {MAX_URI_LENGTH:,} are allowed")
     if not body:
         raise _fail(uri, f"has no path; {ROOT_HINT}")
     if body.endswith("/"):
         raise _fail(uri, "must not end with '/' (directory URIs have no trailing slash)")
+    if body.count("/") >= MAX_DEPTH:
+        raise _fail(uri, f"has {body.count('/') + 1:,} path segments; at most {MAX_DEPTH} are allowed "
+                         "(cairn://resources is 1)")
     segments = tuple(body.split("/"))
     for seg in segments:
         if seg == "":
             raise _fail(uri, "has an empty path segment ('//')")
         if seg in (".", ".."):
             raise _fail(uri, f"segment {seg!r} is not allowed")
+        if len(seg) > MAX_SEGMENT_LENGTH:
+            raise _fail(uri, f"segment {seg[:40] + '...'!r} is {len(seg):,} characters long; at most "
+                             f"{MAX_SEGMENT_LENGTH} are allowed")
         if seg != seg.strip():
             raise _fail(uri, f"segment {seg!r} has leading or trailing white space")
         if _BAD_SEGMENT.search(seg):

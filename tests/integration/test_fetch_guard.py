@@ -110,6 +110,22 @@ def test_robots_txt_is_read_for_every_host_a_redirect_leads_to():
     assert b.paths == ["/robots.txt"] and a.paths == ["/robots.txt", "/moved"]
 
 
+def test_robots_txt_is_read_for_every_host_a_sitemap_leads_to(tmp_path, embedder):
+    robots = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /private/\n")
+    with serve({"/robots.txt": robots, "/private/p.html": page("P", "never"), "/open.html": page("O", "open")}) as b:
+        urlset = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                  f"<url><loc>{b.base}/private/p.html</loc></url><url><loc>{b.base}/open.html</loc></url></urlset>")
+        with serve({"/map.xml": (200, {"Content-Type": "application/xml"}, urlset.encode())}) as a:
+            policy = FetchPolicy((f"127.0.0.1:{a.port}", f"127.0.0.1:{b.port}"))
+            store = LocalVectorStore(tmp_path / "store", dimension=embedder.dimension)
+            report = Ingestor(store, embedder, "acme", isolate_parsers=False).ingest_urls(
+                [], ROOT, sitemap=f"{a.base}/map.xml", policy=policy)
+    assert report.documents == 1
+    assert [(r.source, r.reason) for r in report.rejected] == [
+        (f"{b.base}/private/p.html", "disallowed by the site's robots.txt; not fetched")]
+    assert a.paths == ["/robots.txt", "/map.xml"] and b.paths == ["/robots.txt", "/open.html"]
+
+
 def test_the_connection_goes_to_the_address_checked_with_the_name_kept(loopback):
     asked: list[str] = []
 

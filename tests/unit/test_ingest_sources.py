@@ -70,6 +70,30 @@ def test_api_payload_reports_every_problem_with_its_path():
     assert ok.to_documents() == [Document(("a", "b.md"), "Hi.", "", {"x": 1})]
 
 
+def test_api_payload_bounds_name_each_document_the_limit_and_the_value():
+    deep = "/".join(["a"] * 30 + ["x.md"])  # 31 segments: fits below cairn://resources only
+    with pytest.raises(RequestError) as err:
+        IngestPayload.parse({"root_uri": f"{ROOT}/sub", "documents": [
+            {"path": "fine.md", "text": "ok"}, {"path": "b/" + "n" * 256, "text": "ok"}, {"path": "c/" + "m" * 300, "text": "ok"}]})
+    assert err.value.details == [
+        "documents.1.path: path segment " + repr("n" * 40 + "...") + " is 256 characters long; at most 255 are allowed",
+        "documents.2.path: path segment " + repr("m" * 40 + "...") + " is 300 characters long; at most 255 are allowed"]
+    with pytest.raises(RequestError) as err:
+        IngestPayload.parse({"root_uri": f"{ROOT}/sub", "documents": [{"path": "fine.md", "text": "ok"}, {"path": deep, "text": "ok"}]})
+    [problem] = err.value.details
+    assert problem.startswith("documents.1.path: path 'a/a/a/")
+    assert problem.endswith(f"has 31 segments; at most 29 are allowed below {ROOT}/sub (3 segments), as a URI holds at most 32")
+    assert IngestPayload.parse({"root_uri": "cairn://resources", "documents": [{"path": deep, "text": "ok"}]})
+
+
+def test_api_payload_folders_are_bounded_by_the_document_count():
+    wide = [{"path": f"f{i}/a/b/c/x.md", "text": "ok"} for i in range(300)]  # 4 folders each: 1,200
+    with pytest.raises(RequestError, match=r"the paths make 1,200 folders below .*; at most 1,000 are allowed for 300"):
+        IngestPayload.parse({"root_uri": ROOT, "documents": wide})
+    shared = [{"path": f"a/b/c/x{i}.md", "text": "ok"} for i in range(300)]  # 3 folders for all
+    assert len(IngestPayload.parse({"root_uri": ROOT, "documents": shared}).documents) == 300
+
+
 def test_memories_and_skills_roots_carry_their_type_and_owner():
     root = context_root("memory", user="alice")
     assert root == "cairn://user/alice/memories"

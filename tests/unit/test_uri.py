@@ -60,6 +60,10 @@ def test_owner_and_default_roots():
         ("cairn://agent/memories", "only 'skills' is allowed"),
         ("cairn://resources/a.md#x", "chunk fragment must be a non-negative number"),
         ("cairn://resources/a\tb", "control character"),
+        ("cairn://resources" + "/a" * 32, "has 33 path segments; at most 32 are allowed"),
+        ("cairn://resources/" + "x" * 256, "is 256 characters long; at most 255 are allowed"),
+        ("cairn://resources/" + "/".join(["y" * 200] * 11), "is 2,228 characters long; at most 2,048 are allowed"),
+        ("cairn://resources/a.md#1234567890", "at most 9 digits"),
     ],
 )
 def test_invalid_uris_say_which_rule_they_broke(bad, says):
@@ -78,3 +82,11 @@ def test_join_validates():
     assert uris.join("cairn://resources", "a", "b.md") == "cairn://resources/a/b.md"
     with pytest.raises(InvalidURIError):
         uris.join("cairn://resources", "..", "x")
+
+
+def test_the_bounds_themselves_are_allowed():
+    deepest = "cairn://resources" + "/a" * 31
+    assert uris.depth(deepest) == 32
+    assert uris.parse("cairn://resources/" + "x" * 255).segments[-1] == "x" * 255
+    longest = "cairn://resources/" + "/".join(["y" * 200] * 10) + "/" + "z" * 20
+    assert len(longest) == 2048 and uris.parse(longest + "#123456789").chunk == 123456789

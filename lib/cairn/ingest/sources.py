@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from ..errors import CairnError, IngestError, RequestError
+from ..uri import MAX_DEPTH, MAX_SEGMENT_LENGTH, MAX_URI_LENGTH
 from ..models import ContextType, MetadataValue
 from .parsers import parse_in_process, parser_for, supported_suffixes
 from .parsers.base import Limits, ParseFailed, Section
@@ -35,6 +37,8 @@ MAX_FILE_BYTES = Limits().max_text_bytes  # text files; other formats: Limits().
 MAX_TEXT_CHARS = 2_000_000  # documents that do not come from a file (API payloads, JSON documents)
 MAX_JSON_BYTES = 50_000_000
 MAX_METADATA_KEYS = 64
+_SHORTEST_ROOT = "cairn://resources"
+MIN_FOLDERS_PER_PAYLOAD = 1000  # a payload's paths make at most max(this, its document count) folders
 
 
 @dataclass(frozen=True)
@@ -305,6 +309,35 @@ def read_beir(path: Path) -> Iterator[Document | Rejected]:
 # ----------------------------------------------------------------------------- API payload
 
 
+def _shown(segments: tuple[str, ...]) -> str:
+    path = "/".join(segments)
+    return path if len(path) <= 80 else f"{path[:50]}...{path[-20:]}"
+
+
+def path_problem(segments: tuple[str, ...], root_uri: str | None = None) -> str | None:
+    """Why a document's path cannot be placed (too deep, too long, a segment too long), or None.
+    Checked before any work: a path of 1,000 segments would otherwise build 1,000 folders."""
+    from .. import uri as uris
+
+    depth = uris.depth(root_uri) if root_uri else 1
+    if depth + len(segments) > MAX_DEPTH:
+        where = f"below {root_uri} ({depth} segment{'s' if depth != 1 else ''})" if root_uri else "below a root"
+        return (f"path {_shown(segments)!r} has {len(segments):,} segments; at most {MAX_DEPTH - depth} are allowed "
+                f"{where}, as a URI holds at most {MAX_DEPTH}")
+    long = next((s for s in segments if len(s) > MAX_SEGMENT_LENGTH), None)
+    if long is not None:
+        return (f"path segment {long[:40] + '...'!r} is {len(long):,} characters long; at most "
+                f"{MAX_SEGMENT_LENGTH} are allowed")
+    length = sum(map(len, segments)) + len(segments) - 1
+    if root_uri is None and length > MAX_URI_LENGTH - len(_SHORTEST_ROOT) - 1:
+        return (f"path {_shown(segments)!r} is {length:,} characters long; at most "
+                f"{MAX_URI_LENGTH - len(_SHORTEST_ROOT) - 1:,} are allowed, as a URI holds at most {MAX_URI_LENGTH:,}")
+    if root_uri is not None and len(root_uri) + 1 + length > MAX_URI_LENGTH:
+        return (f"path {_shown(segments)!r} makes a URI of {len(root_uri) + 1 + length:,} characters below {root_uri}; "
+                f"at most {MAX_URI_LENGTH:,} are allowed")
+    return None
+
+
 class PayloadDocument(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -316,7 +349,9 @@ class PayloadDocument(BaseModel):
     @field_validator("path")
     @classmethod
     def _path(cls, v: str | list[str]) -> str | list[str]:
-        _split_path(v)
+        problem = path_problem(_split_path(v))
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("text")
@@ -328,7 +363,9 @@ class PayloadDocument(BaseModel):
 
 
 class IngestPayload(BaseModel):
-    """What the API accepts: documents to place under ``root_uri`` (validated all at once)."""
+    """What the API accepts: documents to place under ``root_uri`` (validated all at once, bounds
+    included: each path within a URI's depth and length below the root, and at most
+    ``max(1,000, documents)`` folders made by the paths together)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -346,13 +383,38 @@ class IngestPayload(BaseModel):
             raise ValueError(exc.message) from None
         return v
 
+    @model_validator(mode="after")
+    def _bounds(self) -> IngestPayload:
+        problems: list[str] = []
+        folders: set[tuple[str, ...]] = set()
+        for n, doc in enumerate(self.documents):
+            segments = _split_path(doc.path)
+            problem = path_problem(segments, self.root_uri)
+            if problem:
+                problems.append(f"documents.{n}.path: {problem}")
+            folders.update(segments[:i] for i in range(1, len(segments)))
+        allowed = max(MIN_FOLDERS_PER_PAYLOAD, len(self.documents))
+        if len(folders) > allowed:
+            problems.append(f"documents: the paths make {len(folders):,} folders below {self.root_uri}; at most "
+                            f"{allowed:,} are allowed for {len(self.documents):,} documents (send fewer documents "
+                            "a request, or use shallower paths)")
+        if problems:
+            raise PydanticCustomError("bounds", "{problems}", {"problems": problems})
+        return self
+
     @classmethod
     def parse(cls, data: Any) -> IngestPayload:
         """Validate ``data``; a :class:`RequestError` lists every problem with its path."""
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            problems = [f"{'.'.join(str(p) for p in e['loc']) or 'payload'}: {e['msg']}" for e in exc.errors()]
+            problems: list[str] = []
+            for e in exc.errors():
+                if e["type"] == "bounds":
+                    problems += e["ctx"]["problems"]
+                else:
+                    where = ".".join(str(p) for p in e["loc"]) or "payload"
+                    problems.append(f"{where}: {e['msg'].removeprefix('Value error, ')}")
             raise RequestError(
                 f"invalid ingest payload ({len(problems)} problem{'s' if len(problems) != 1 else ''}):\n"
                 + "\n".join(f"  - {p}" for p in problems),
