@@ -47,6 +47,16 @@ def _save(fig: Any, out: Path) -> Path:
     return out
 
 
+def _log_ms_axis(ax: Any) -> None:
+    """A log x axis labelled in plain milliseconds (1, 2, 5, 10, 20, 50, ...), minor ticks unlabelled."""
+    from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def quality_modes(collection: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """The modes measured on one collection: name → {nDCG@10, recall@10, p50_ms, p95_ms, ...}."""
     return {name: fig for name, fig in collection.items()
@@ -68,7 +78,7 @@ def quality_figure(result: Mapping[str, Any], out: Path) -> Path:
             ax.scatter([f["p50_ms"]], [f["nDCG@10"]], color=color, s=40, zorder=3, label=mode)
         if isinstance(col.get("bm25"), Mapping) and "nDCG@10" in col["bm25"]:
             ax.axhline(col["bm25"]["nDCG@10"], color="grey", linestyle="--", linewidth=1, label="BM25 (floor)")
-        ax.set_xscale("log")
+        _log_ms_axis(ax)
         ax.set_title(f"{name} ({col.get('queries', '?')} queries)")
         ax.set_xlabel("latency per query, ms (dot p50, line to p95; log scale)")
         ax.set_ylabel("nDCG@10")
