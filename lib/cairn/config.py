@@ -250,6 +250,7 @@ class Settings(_Settings):
     # URL ingestion's budget per ingest: HTTP requests (pages, redirects, robots.txt, sitemaps) and bytes read
     fetch_max_requests: int = Field(default=30_000, ge=1, le=10_000_000)
     fetch_max_bytes: int = Field(default=2_000_000_000, ge=1, le=10**13)
+    context_budget_tokens: int = Field(default=1500, ge=50, le=200_000)  # tokens of a context block by default
 
 
 # --------------------------------------------------------------------------- from the environment
@@ -299,7 +300,7 @@ def _for_chosen(fields: dict[str, Any], family: tuple[type[BaseModel], ...], tag
 
 _SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn",
             "find_hybrid", "search_hybrid", "planner_min_confidence", "memory_extraction", "memory_window",
-            "memory_hybrid", "record_use", "fetch_max_requests", "fetch_max_bytes")
+            "memory_hybrid", "record_use", "fetch_max_requests", "fetch_max_bytes", "context_budget_tokens")
 
 
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:

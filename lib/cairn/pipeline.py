@@ -1,12 +1,16 @@
-"""Runs the stages in-process in the workflow's order: the embedded default, the server and tests.
+"""Runs the stages in-process in the workflow's order, and the in-process door over them.
 
-``find()``: one query, no session, no planning, quick mode by default.
-``search()``: a query and optionally a session; it plans first, thinking mode by default.
+* :class:`Pipeline` — one tenant's engine: plan, retrieve and rerank in the workflow's order,
+  ingest, read, remember, commit. It takes typed requests and decides nothing about who may call;
+  the application layer (:mod:`cairn.app`) calls it after authorizing.
+* :class:`Cairn` — the in-process door: the same operations, names and keyword arguments as
+  :class:`cairn.client.CairnClient` (swap one for the other), each an adapter over
+  :class:`~cairn.app.Application` with the principal it was built with (default: the tenant's
+  admin, since the host application that builds a ``Cairn`` holds the store itself).
 
-A :class:`Cairn` is one tenant's view over :class:`~cairn.services.Services` (the composition
-root). Build one with ``Services.from_settings().cairn(tenant)``, ``Cairn.from_settings()``, or —
-for tests and host applications that hold their own parts — ``Cairn(store, embedder, tenant,
-...)``, where a part not passed is simply absent (no reranker, no sessions, ...).
+Build one with ``Services.from_settings().cairn(tenant)``, ``Cairn.from_settings()``, or — for
+tests and host applications that hold their own parts — ``Cairn(store, embedder, tenant, ...)``,
+where a part not passed is simply absent (no reranker, no sessions, ...).
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ from .services import Services
 _PARTS = ("reranker", "planner", "sessions", "content", "llm", "recorder")
 
 
-class Cairn:
-    """One tenant's view of cairn: ingest content, then find or search it."""
+class Pipeline:
+    """One tenant's engine: the stages in the workflow's order over the composition root's services."""
 
     def __init__(
         self,
@@ -58,12 +62,6 @@ class Cairn:
         self.hotness_weight = cfg.hotness_weight
         self.stats = stats or services.tenant_stats(self.tenant)
 
-    @classmethod
-    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Cairn:
-        """The embedded default (or whatever ``settings`` / ``CAIRN_*`` configure)."""
-        services = Services(settings if settings is not None else load_settings(**overrides))
-        return services.cairn()
-
     # the services, read through the composition root (built on first use)
     store = property(lambda self: self.services.store)
     embedder = property(lambda self: self.services.embedder)
@@ -89,19 +87,15 @@ class Cairn:
 
     # ------------------------------------------------------------------ retrieval
 
-    def find(self, query: str | FindRequest, **options: Any) -> FindResult:
-        """One query, no session, no planning: quick mode unless ``mode='thinking'``."""
-        rerank = options.pop("rerank", False)
-        request = self.with_defaults(self._request(query, options, default_mode="quick"), search=False)
+    def find(self, request: FindRequest, *, rerank: bool = False) -> FindResult:
+        """One query, no session, no planning (the request's mode; quick by default)."""
         return self._used(self._run(request, stages.plan(request), rerank=rerank))
 
-    def search(self, query: str | FindRequest, session_id: str | None = None, **options: Any) -> FindResult:
-        """Plan with the session (if any), then retrieve in thinking mode and rerank.
+    def search(self, request: FindRequest, session_id: str | None = None, *, rerank: bool = True) -> FindResult:
+        """Plan with the session (if any), then retrieve and rerank.
 
         With a session, the plan reads its summary and recent messages, and the result becomes
         the session's prefetched context."""
-        rerank = options.pop("rerank", True)
-        request = self.with_defaults(self._request(query, options, default_mode="thinking"), search=True)
         view = self.session_view(session_id)
         request = self.for_session_user(request, view)
         plan = stages.plan(request, self.planner, view)
@@ -150,16 +144,6 @@ class Cairn:
         if self.sessions is None:
             raise ConfigError("search() with a session needs a session store")
         return self.sessions.get(self.tenant, session_id)
-
-    def _request(self, query: str | FindRequest, options: dict[str, Any], default_mode: str) -> FindRequest:
-        if isinstance(query, FindRequest):
-            if options:
-                raise RequestError(f"pass options inside the FindRequest, not beside it: {', '.join(sorted(options))}")
-            return query
-        fields = dict(options)
-        fields.setdefault("mode", default_mode)
-        fields.setdefault("limit", self.services.settings.default_limit)
-        return parse_request(FindRequest, {"query": query, **fields})
 
     def _run(self, request: FindRequest, plan: Any, rerank: bool) -> FindResult:
         reranker = self.reranker if rerank else None
@@ -234,3 +218,185 @@ class Cairn:
         """Turn the session's messages since its last commit into memories of its user (archived
         turns without an LLM; typed, merged memories with one). Committing twice adds nothing."""
         return self.services.memory(self.tenant).commit(session_id)
+
+
+class Cairn:
+    """The in-process door: cairn's operations for one tenant, as :class:`cairn.client.CairnClient`
+    offers them over HTTP (same names, keyword arguments, results and errors).
+
+    Every call goes through :class:`~cairn.app.Application` as ``principal`` (default: the
+    tenant's admin). The engine's parts (``store``, ``embedder``, ``reranker``, ``planner``,
+    ``thinking``, ``stats``, ``ingestor()``, ...) are those of :attr:`pipeline`."""
+
+    def __init__(self, store: Any, embedder: Any = None, tenant: str | None = None, *,
+                 principal: Any = None, **options: Any) -> None:
+        from .app import Application, Principal
+
+        self.pipeline = Pipeline(store, embedder, tenant, **options)
+        self.services = self.pipeline.services
+        self.tenant = self.pipeline.tenant
+        if principal is not None and principal.tenant != self.tenant:
+            raise ConfigError(f"the principal's tenant {principal.tenant!r} is not this Cairn's {self.tenant!r}")
+        self.principal = principal or Principal(self.tenant)
+        mine = self.pipeline
+        self.app = Application(self.services, lambda t: mine if t == mine.tenant else self.services.pipeline(t))
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Cairn:
+        """The embedded default (or whatever ``settings`` / ``CAIRN_*`` configure)."""
+        services = Services(settings if settings is not None else load_settings(**overrides))
+        return services.cairn()
+
+    def as_user(self, user: str) -> Cairn:
+        """This tenant's view for one end user: reads shared content and only ``user``'s own data."""
+        from .app import Principal
+
+        return Cairn(self.services, self.tenant, principal=Principal.of(self.tenant, user), thinking=self.pipeline.thinking,
+                     stats=self.pipeline.stats)
+
+    # the engine's parts (tests and host applications configure them here)
+    def __getattr__(self, name: str) -> Any:
+        if name in ("pipeline", "services"):
+            raise AttributeError(name)
+        return getattr(self.pipeline, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("reranker", "planner", "thinking", "hotness_weight", "stats"):
+            setattr(self.pipeline, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    # ------------------------------------------------------------------ retrieval
+
+    def find(self, query: str | FindRequest, **options: Any) -> FindResult:
+        """One query, no session, no planning: quick mode unless ``mode='thinking'``."""
+        rerank = options.pop("rerank", False)
+        request, given = self._request(query, options, default_mode="quick")
+        return self.app.find(self.principal, request, rerank=rerank, limit_given=given)
+
+    def search(self, query: str | FindRequest, session_id: str | None = None, **options: Any) -> Any:
+        """Plan with the session (if any), then retrieve in thinking mode and rerank; the answer
+        becomes the session's prefetched context."""
+        rerank = options.pop("rerank", True)
+        request, given = self._request(query, options, default_mode="thinking")
+        return self.app.search(self.principal, request, session_id, rerank=rerank, limit_given=given)
+
+    def context(self, query: str | FindRequest, session_id: str | None = None, *, budget_tokens: int | None = None,
+                **options: Any) -> Any:
+        """A prompt-ready block for ``query`` (with the session, when given) within ``budget_tokens``."""
+        rerank = options.pop("rerank", True)
+        request, given = self._request(query, options, default_mode="thinking")
+        return self.app.context(self.principal, request, session_id, budget_tokens=budget_tokens, rerank=rerank,
+                                limit_given=given)
+
+    def _request(self, query: str | FindRequest, options: dict[str, Any], default_mode: str) -> tuple[FindRequest, bool]:
+        if isinstance(query, FindRequest):
+            if options:
+                raise RequestError(f"pass options inside the FindRequest, not beside it: {', '.join(sorted(options))}")
+            return query, True
+        fields = dict(options)
+        fields.setdefault("mode", default_mode)
+        given = "limit" in fields
+        fields.setdefault("limit", self.services.settings.default_limit)
+        return parse_request(FindRequest, {"query": query, **fields}), given
+
+    # ------------------------------------------------------------------ content
+
+    def read(self, uri: str, level: int = 0) -> Any:
+        """Progressive reading: L0 abstract, L1 overview, L2 full body (the whole text)."""
+        return self.app.read(self.principal, uri, level, 0, 10**12)
+
+    def contents(self, uri: str, level: int = 0, *, offset: int = 0, max_chars: int | None = None) -> Any:
+        """One page of ``uri`` at ``level`` (``next_offset`` reads on)."""
+        return self.app.read(self.principal, uri, level, offset, max_chars or 200_000)
+
+    def tree(self, uri: str, depth: int = 1, limit: int = 100) -> Any:
+        return self.app.tree(self.principal, uri, depth, limit)
+
+    def put_documents(self, root_uri: str, documents: Any, *, sync: bool = False, chunk_chars: int | None = None,
+                      chunk_overlap: int | None = None) -> Any:
+        """Upsert documents (dicts or payload documents) under ``root_uri``; siblings stay unless ``sync``."""
+        from .api.models import DocumentsPut
+
+        body = parse_request(DocumentsPut, {"root_uri": root_uri, "documents": list(documents), "sync": sync,
+                                            "chunk_chars": chunk_chars, "chunk_overlap": chunk_overlap})
+        return self.app.put_documents(self.principal, body)
+
+    def delete_documents(self, uri: str) -> Any:
+        return self.app.delete_documents(self.principal, uri)
+
+    def ingestor(self, **options: Any) -> Ingestor:
+        """A writer of the tenant's records (the host application's own bulk loads)."""
+        from .app import policy
+
+        policy.check_role(self.principal, "put_documents")
+        if self.principal.role.value not in ("admin", "writer"):
+            raise Forbidden(f"{self.principal.describe()} cannot ingest; use an admin or writer principal")
+        return self.pipeline.ingestor(**options)
+
+    def ingest(self, path: str | Path, root_uri: str, progress: Progress = _quiet, **options: Any) -> IngestReport:
+        """Ingest a folder (or a BEIR corpus with ``format="beir"``) under ``root_uri``; re-ingesting syncs."""
+        from .app import policy
+
+        policy.check_write(self.principal, root_uri)
+        return self.pipeline.ingest(path, root_uri, progress, **options)
+
+    # ------------------------------------------------------------------ memory
+
+    def remember(self, text: str, category: str, *, user: str | None = None, **fields: Any) -> Any:
+        """Add or update one memory of ``user`` (a user principal's own by default) without
+        touching the others (fields: key, title, metadata, source)."""
+        from .api.models import MemoryPut
+
+        body = parse_request(MemoryPut, {"text": text, "category": category, "user": user, **fields})
+        return self.app.remember(self.principal, body)
+
+    def forget(self, uri: str) -> Any:
+        return self.app.forget(self.principal, uri)
+
+    def list_memories(self, user: str | None = None, *, category: str | None = None) -> Any:
+        return self.app.memories(self.principal, self._user(user), category)
+
+    # ------------------------------------------------------------------ sessions
+
+    def create_session(self, user: str | None = None, ttl_s: int | None = None) -> Any:
+        return self.app.create_session(self.principal, user, ttl_s)
+
+    def get_session(self, session_id: str, recent: int = 5) -> Any:
+        return self.app.get_session(self.principal, session_id, recent)
+
+    def delete_session(self, session_id: str) -> bool:
+        return self.app.delete_session(self.principal, session_id)
+
+    def append_message(self, session_id: str, role: str, content: str, *, name: str | None = None,
+                       created_at: float | None = None, idempotency_key: str | None = None) -> Any:
+        return self.app.append_message(self.principal, session_id, role, content, name=name, created_at=created_at,
+                                       idempotency_key=idempotency_key)
+
+    def commit(self, session_id: str) -> Any:
+        """Turn the session's messages since its last commit into memories of its user."""
+        return self.app.commit(self.principal, session_id)
+
+    def list_sessions(self, user: str | None = None) -> Any:
+        """The sessions of ``user`` (a user principal's own by default)."""
+        return self.app.sessions(self.principal, self._user(user))
+
+    def export_user(self, user: str | None = None) -> Any:
+        return self.app.export_user(self.principal, self._user(user))
+
+    def erase_user(self, user: str | None = None) -> Any:
+        return self.app.erase_user(self.principal, self._user(user))
+
+    # ------------------------------------------------------------------ service
+
+    def statistics(self) -> dict[str, Any]:
+        return self.app.stats(self.principal)
+
+    def me(self) -> Any:
+        return self.app.me(self.principal)
+
+    def _user(self, user: str | None) -> str:
+        chosen = user or self.principal.user
+        if chosen is None:
+            raise RequestError("user: name the end user")
+        return chosen

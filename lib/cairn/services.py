@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from .ingest import ContentStore
     from .ingest.fetchguard import FetchPolicy
     from .observability.stats import RetrievalStats
-    from .pipeline import Cairn
+    from .app import Application
+    from .pipeline import Cairn, Pipeline
     from .vectorstores import VectorStore
 
 _UNSET: Any = object()
@@ -288,10 +289,24 @@ class Services:
     # ------------------------------------------------------------------ views
 
     def cairn(self, tenant: str | None = None) -> Cairn:
-        """``tenant``'s :class:`Cairn` over these services (default: the settings' tenant)."""
+        """``tenant``'s :class:`Cairn` over these services (default: the settings' tenant), acting
+        as the tenant's admin (the in-process door)."""
         from .pipeline import Cairn
 
         return Cairn(self, tenant or self.settings.tenant)
+
+    def pipeline(self, tenant: str | None = None) -> Pipeline:
+        """``tenant``'s engine (:class:`~cairn.pipeline.Pipeline`): what the application layer calls."""
+        from .pipeline import Pipeline
+
+        return Pipeline(self, tenant or self.settings.tenant)
+
+    @cached_property
+    def application(self) -> Application:
+        """The application layer over these services: what every door calls."""
+        from .app import Application
+
+        return Application(self)
 
 
 def _checked(store: Any, embedder: Any) -> Any:

@@ -32,8 +32,8 @@ class WordEmbedder(Embedder):
 def test_a_session_of_ann_reads_anns_memories_and_never_bobs(store: VectorStore, new_tenant: Callable[[], str], tmp_path) -> None:
     tenant = new_tenant()
     cairn = Cairn(store, WordEmbedder(), tenant, sessions=open_session_store("sqlite", path=tmp_path / "s.db"))
-    cairn.remember("ann", "Ann drinks tea; she has a peanut allergy.", "profile", key="ann")
-    cairn.remember("bob", "Bob drinks coffee; he has a shellfish allergy.", "profile", key="bob")
+    cairn.remember("Ann drinks tea; she has a peanut allergy.", "profile", user="ann", key="ann")
+    cairn.remember("Bob drinks coffee; he has a shellfish allergy.", "profile", user="bob", key="bob")
     session = cairn.sessions.create(tenant, user="ann")
     cairn.sessions.append(tenant, session.id, "user", "What allergy do I have, and what do I drink?")
 

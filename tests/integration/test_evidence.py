@@ -61,7 +61,7 @@ def test_the_noise_floor_is_learned_from_the_tenants_content(svc, embedder):
 
 def test_a_word_in_another_users_memories_is_no_evidence(tmp_path, embedder):
     svc = reviews(tmp_path, embedder)
-    svc.remember("ann", "My locker code is qwzx plorf vrum.", "preferences")
+    svc.remember("My locker code is qwzx plorf vrum.", "preferences", user="ann")
     mine = svc.find("qwzx plorf vrum", context_type="memory", user="ann").all()
     assert mine and "qwzx plorf vrum" in mine[0].abstract  # ann's own words are evidence for ann
     theirs = svc.find("qwzx plorf vrum", context_type="memory", user="bob", include_provenance=True)

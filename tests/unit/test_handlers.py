@@ -687,8 +687,8 @@ def test_a_lone_surrogate_is_refused_by_the_library_too(world):
 def test_the_prefetch_of_a_new_message_holds_its_users_memories_only(world, tmp_path):
     services = world["services"](store=LocalVectorStore(tmp_path / "memories", dimension=384))
     cairn = services.cairn("acme")
-    cairn.remember("ann", "Ann is allergic to peanuts.", "profile", key="allergy")
-    cairn.remember("bob", "Bob is allergic to shellfish.", "profile", key="allergy")
+    cairn.remember("Ann is allergic to peanuts.", "profile", user="ann", key="allergy")
+    cairn.remember("Bob is allergic to shellfish.", "profile", user="bob", key="allergy")
     sid = world["sessions"].create("acme", "ann").id
     world["sessions"].append("acme", sid, "user", "Which food allergy do I have?")
     mod = load_handler("on_message")

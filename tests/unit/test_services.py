@@ -61,7 +61,7 @@ def _probes(tmp: Path) -> dict[str, Any]:
         "planner": ("raw", lambda s: s.planner("acme") is None),
         "rerank": (LocalRerankSettings(), lambda s: s.reranker is not None),
         "score_threshold": (0.42, lambda s: s.cairn().thinking.threshold == 0.42),
-        "default_limit": (7, lambda s: s.cairn()._request("q", {}, "quick").limit == 7),
+        "default_limit": (7, lambda s: s.cairn()._request("q", {}, "quick")[0].limit == 7),
         "alpha": (0.9, lambda s: s.cairn().thinking.alpha == 0.9),
         "hotness_weight": (0.25, lambda s: s.cairn().hotness_weight == 0.25),
         "state_machine_arn": ("arn:aws:states:us-east-1:1:stateMachine:x", arn_used),
@@ -76,6 +76,7 @@ def _probes(tmp: Path) -> dict[str, Any]:
         "fetch_allow_hosts": (("127.0.0.1:9",), lambda s: s.fetch_policy.allows_host("127.0.0.1", 9)),
         "fetch_max_requests": (7, lambda s: s.fetch_policy.max_requests == 7),
         "fetch_max_bytes": (1000, lambda s: s.fetch_policy.max_bytes == 1000),
+        "context_budget_tokens": (321, lambda s: s.application.default_budget == 321),
     }
 
 

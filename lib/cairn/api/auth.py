@@ -9,7 +9,10 @@ route table reads it from there only — never from a header or the body:
 * **``cairn serve``** is its own authorizer: :class:`ApiKeys` maps ``Authorization: Bearer
   <key>`` to a tenant (and optionally a user) and writes them into the same place.
 
-A caller bound to one user (``user`` set) may act only for that user.
+Every credential resolves to a :class:`~cairn.app.Principal`: tenant, optional end user, and a
+role (``admin``, ``writer``, ``reader``, ``user``; see :mod:`cairn.app.policy` for what each may
+do). A credential that names a user and no role is that user's (role ``user``); one that names
+neither is the tenant's admin, as keys written before roles existed were.
 """
 
 from __future__ import annotations
@@ -24,23 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, Forbidden, Unauthorized
+from ..app.principal import NAME as _NAME
+from ..app.principal import ROLES, Principal
+from ..errors import ConfigError, Unauthorized
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
-
-
-@dataclass(frozen=True)
-class Caller:
-    tenant: str
-    user: str | None = None  # the end user this caller is bound to (None: any user of the tenant)
-
-    def user_for(self, asked: str | None) -> str | None:
-        """The end user a request acts for: the bound user, or the one asked when unbound."""
-        if self.user is None:
-            return asked
-        if asked not in (None, self.user):
-            raise Forbidden(f"these credentials act for user {self.user!r} only; they cannot act for {asked!r}")
-        return self.user
+Caller = Principal  # the name the doors used before principals had roles
 
 
 @dataclass(frozen=True)
@@ -49,6 +40,7 @@ class AuthorizerConfig:
 
     tenant_claim: str = "custom:tenant"
     user_claim: str = "custom:user"
+    role_claim: str = "custom:role"
     iam_tenants: Mapping[str, str] | None = None
 
     @classmethod
@@ -61,6 +53,7 @@ class AuthorizerConfig:
         return cls(
             tenant_claim=env.get("CAIRN_TENANT_CLAIM") or cls.tenant_claim,
             user_claim=env.get("CAIRN_USER_CLAIM") or cls.user_claim,
+            role_claim=env.get("CAIRN_ROLE_CLAIM") or cls.role_claim,
             iam_tenants=iam,
         )
 
@@ -72,24 +65,31 @@ def caller_of(event: Mapping[str, Any], config: AuthorizerConfig) -> Caller:
     auth = auth if isinstance(auth, Mapping) else {}
     found: dict[str, Any] = {}
     if isinstance(auth.get("lambda"), Mapping):
-        found = {"tenant": auth["lambda"].get("tenant"), "user": auth["lambda"].get("user")}
+        found = {k: auth["lambda"].get(k) for k in ("tenant", "user", "role")}
     if not found.get("tenant") and isinstance(auth.get("jwt"), Mapping):
         claims = auth["jwt"].get("claims")
         claims = claims if isinstance(claims, Mapping) else {}
-        found = {"tenant": claims.get(config.tenant_claim), "user": claims.get(config.user_claim)}
+        found = {"tenant": claims.get(config.tenant_claim), "user": claims.get(config.user_claim),
+                 "role": claims.get(config.role_claim)}
     if not found.get("tenant") and isinstance(auth.get("iam"), Mapping):
         iam, mapping = auth["iam"], config.iam_tenants or {}
         found = {"tenant": mapping.get(str(iam.get("userArn") or "")) or mapping.get(str(iam.get("accountId") or ""))}
-    tenant, user = found.get("tenant"), found.get("user")
+    tenant, user, role = found.get("tenant"), found.get("user") or None, found.get("role") or None
     if not isinstance(tenant, str) or not tenant:
         raise Unauthorized("no tenant in the caller's credentials: call through an authorizer that sets one")
     if not _NAME.match(tenant) or (user is not None and (not isinstance(user, str) or not _NAME.match(user))):
         raise Unauthorized("the credentials carry a tenant or user that is not a valid name")
-    return Caller(tenant, user or None)
+    if role is not None and role not in ROLES:
+        raise Unauthorized(f"the credentials carry the role {str(role)[:40]!r}; roles are {', '.join(ROLES)}")
+    if role == "user" and user is None:
+        raise Unauthorized("the credentials carry the role 'user' but name no user")
+    return Principal.of(tenant, user, role)
 
 
 class ApiKeys:
-    """API keys of ``cairn serve``: ``{"<key>": "<tenant>"}`` or ``{"<key>": {"tenant", "user"}}``.
+    """API keys of ``cairn serve``: ``{"<key>": "<tenant>"}`` (the tenant's admin) or
+    ``{"<key>": {"tenant", "user", "role"}}`` (role: admin, writer, reader or user; a user and no
+    role is that user's key).
 
     A key may be written as ``"sha256:<hex digest>"`` so the file holds no usable secret. Keys are
     compared in constant time."""
@@ -100,13 +100,17 @@ class ApiKeys:
             entry = {"tenant": value} if isinstance(value, str) else value
             if not isinstance(entry, Mapping) or not isinstance(entry.get("tenant"), str):
                 raise ConfigError(f"API key entry {_hint(key)}: the value must be a tenant name or {{\"tenant\", \"user\"}}")
-            tenant, user = entry["tenant"], entry.get("user")
+            tenant, user, role = entry["tenant"], entry.get("user"), entry.get("role")
             if not _NAME.match(tenant) or (user is not None and not (isinstance(user, str) and _NAME.match(user))):
                 raise ConfigError(f"API key entry {_hint(key)}: tenant and user must be names of letters, digits, _ . @ -")
+            if role is not None and role not in ROLES:
+                raise ConfigError(f"API key entry {_hint(key)}: role {role!r} is not one of {', '.join(ROLES)}")
+            if (role == "user") != bool(user) and role is not None:
+                raise ConfigError(f"API key entry {_hint(key)}: a key names a user exactly when its role is 'user'")
             if not key.startswith("sha256:") and len(key) < 16:
                 raise ConfigError(f"API key {_hint(key)} is shorter than 16 characters; use a long random key")
             digest = key[len("sha256:"):].lower() if key.startswith("sha256:") else _sha256(key)
-            self._callers.append((digest, Caller(tenant, user)))
+            self._callers.append((digest, Principal.of(tenant, user, role)))
 
     @classmethod
     def load(cls, *, file: str | Path | None = None, env: Mapping[str, str] | None = None) -> ApiKeys | None:
@@ -131,7 +135,7 @@ class ApiKeys:
             raise ConfigError(f"{source} must be a non-empty JSON object: {{\"<key>\": \"<tenant>\"}}")
         return cls(data)
 
-    def caller(self, authorization: str | None) -> Caller:
+    def caller(self, authorization: str | None) -> Principal:
         """The caller of an ``Authorization`` header value; 401 when missing or unknown."""
         if not authorization:
             raise Unauthorized("missing credentials: send 'Authorization: Bearer <API key>'")

@@ -40,6 +40,44 @@ class SearchBody(FindRequest):
         return FindRequest(**self.model_dump(exclude={"session_id", "rerank"}, exclude_unset=True) | {"mode": self.mode})
 
 
+class ContextBody(SearchBody):
+    """``POST /v1/context``: a search (with the session when given) assembled into one prompt-ready
+    block of at most ``budget_tokens`` tokens."""
+    budget_tokens: int | None = Field(default=None, ge=50, le=200_000,
+                                      description="the block's size at most, in tokens (default: the server's, 1500)")
+
+    def request(self) -> FindRequest:
+        return FindRequest(**self.model_dump(exclude={"session_id", "rerank", "budget_tokens"}, exclude_unset=True)
+                           | {"mode": self.mode})
+
+
+class ContextPassage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    n: int = Field(description="the citation number the block's text uses ([n])")
+    uri: str
+    context_type: str
+    title: str = ""
+    score: float = 0.0
+    text: str = ""
+
+
+class ContextAnswer(BaseModel):
+    """A prompt-ready block: memories, skills and resources deduplicated, each passage numbered."""
+
+    model_config = ConfigDict(extra="allow")
+
+    text: str = Field(description="the block to paste into a prompt")
+    tokens: int = Field(description="its size in tokens, counted as the server counts them")
+    budget_tokens: int
+    passages: list[ContextPassage] = Field(default_factory=list)
+
+
+class SessionDeleted(BaseModel):
+    id: str
+    deleted: bool
+
+
 class SessionCreate(_Body):
     user: str | None = Field(default=None, description="the end user the conversation belongs to")
     ttl_s: int | None = Field(default=None, description="seconds until the session expires")

@@ -24,17 +24,20 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
-from .. import __version__, workflow
+from .. import __version__
+from ..app import Principal
+from ..app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
 from ..errors import CairnError, PayloadTooLarge, RequestError, RouteNotFound, UpstreamError
-from ..observability.logging import get_logger
-from ..observability.usage import record_usage, retrieval_counts
+from ..memory import CommitResult, RememberResult
 from ..models import FindResponse
-from ..requests import FindRequest
+from ..observability.logging import get_logger
 from ..services import Services
-from .auth import AuthorizerConfig, Caller, caller_of
-from .browse import read_page, tree
-from ..memory import CommitResult
+from ..sessions.base import Message, Session, SessionView
+from ..uri import MAX_URI_LENGTH
+from .auth import AuthorizerConfig, caller_of
 from .models import (
+    ContextAnswer,
+    ContextBody,
     Contents,
     Deleted,
     DocumentsPut,
@@ -45,8 +48,10 @@ from .models import (
     MessageAppend,
     SearchBody,
     SessionCreate,
+    SessionDeleted,
     Tree,
 )
+from ..observability.stats import StatsSnapshot
 
 log = get_logger(__name__)
 MAX_RESPONSE_BYTES = 5_800_000  # under Lambda's 6 MB response limit, with room for the envelope
@@ -57,165 +62,161 @@ PUBLIC_ROUTES = frozenset({"/v1/health", "/v1/openapi.json"})
 
 
 def build_app(services: Services, authorizer: AuthorizerConfig | None = None) -> APIGatewayHttpResolver:
-    """The ``/v1`` API over ``services``: one resolver, shared by the API Lambda and ``cairn serve``."""
+    """The ``/v1`` API over ``services``: one resolver, shared by the API Lambda and ``cairn serve``.
+
+    Each route translates its request and calls one method of the application layer
+    (:class:`~cairn.app.Application`) with the caller's principal; it decides nothing itself."""
     authorizer = authorizer or AuthorizerConfig()
     app = APIGatewayHttpResolver(enable_validation=True)
+    ops = services.application
 
-    def caller() -> Caller:
+    def caller() -> Principal:
         return caller_of(app.current_event.raw_event, authorizer)
 
     def request_id() -> str:
         context = app.current_event.raw_event.get("requestContext") or {}
         return str(context.get("requestId") or uuid.uuid4())
 
-    def with_defaults(request: FindRequest, fields_set: set[str], who: Caller) -> FindRequest:
-        update: dict[str, Any] = {"user": who.user_for(request.user)}
-        if "limit" not in fields_set:
-            update["limit"] = services.settings.default_limit
-        return request.model_copy(update=update)
+    def created(model: Any, status: int = 201) -> Response[dict[str, Any]]:
+        return Response(status, "application/json", model.model_dump(mode="json"))
 
     # ------------------------------------------------------------------ retrieval
 
-    @app.post("/v1/find", summary="Find: one query, no session, no planning", tags=["retrieval"])
+    @app.post("/v1/find", summary="Find: one query, no session, no planning", tags=["retrieval"],
+              operation_id="find")
     def find(body: FindBody) -> FindResponse:
-        who = caller()
-        request = with_defaults(body.request(), body.model_fields_set, who)
-        result = services.cairn(who.tenant).find(request, rerank=body.rerank)
-        record_usage(who.tenant, "find", **retrieval_counts(result))
-        return _bounded(result.to_dict(include_provenance=request.include_provenance))
+        request = body.request()
+        result = ops.find(caller(), request, rerank=body.rerank, limit_given="limit" in body.model_fields_set)
+        return _bounded(result.to_dict(include_provenance=body.include_provenance))
 
     @app.post("/v1/search", summary="Search: plan (with a session), retrieve hierarchically, rerank",
-              tags=["retrieval"])
+              tags=["retrieval"], operation_id="search")
     def search(body: SearchBody) -> FindResponse:
-        who = caller()
-        request = with_defaults(body.request(), body.model_fields_set, who)
-        return _bounded(workflow.search(services, who.tenant, request, body.session_id, rerank=body.rerank))
+        answer = ops.search(caller(), body.request(), body.session_id, rerank=body.rerank,
+                            limit_given="limit" in body.model_fields_set)
+        return _bounded(_payload(answer, body.include_provenance))
+
+    @app.post("/v1/context", summary="Context: a prompt-ready block of memories, skills and resources within a token budget",
+              tags=["retrieval"], operation_id="context")
+    def context(body: ContextBody) -> ContextAnswer:
+        block = ops.context(caller(), body.request(), body.session_id, budget_tokens=body.budget_tokens,
+                            rerank=body.rerank, limit_given="limit" in body.model_fields_set)
+        return ContextAnswer.model_validate(block.model_dump(mode="json"))
 
     # ------------------------------------------------------------------ sessions
 
-    @app.post("/v1/sessions", summary="Create a session", tags=["sessions"])
+    @app.post("/v1/sessions", summary="Create a session", tags=["sessions"], operation_id="create_session",
+              responses={201: {"description": "the new session", "content": {"application/json": {"model": Session}}}})
     def create_session(body: SessionCreate) -> Response[dict[str, Any]]:
-        who = caller()
-        session = services.sessions.create(who.tenant, who.user_for(body.user), body.ttl_s)
-        return Response(201, "application/json", session.model_dump(mode="json"))
+        return created(ops.create_session(caller(), body.user, body.ttl_s))
 
     @app.get("/v1/sessions/<session_id>", summary="A session: summary, recent messages, prefetched context",
-             tags=["sessions"])
-    def get_session(session_id: str, recent: Annotated[int, Query(ge=0, le=1000)] = 5) -> dict[str, Any]:
-        who = caller()
-        view = services.sessions.get(who.tenant, session_id, recent=recent)
-        who.user_for(view.session.user)
-        return view.model_dump(mode="json")
+             tags=["sessions"], operation_id="get_session")
+    def get_session(session_id: str, recent: Annotated[int, Query(ge=0, le=1000)] = 5) -> SessionView:
+        return ops.get_session(caller(), session_id, recent)
 
-    @app.delete("/v1/sessions/<session_id>", summary="Delete a session and its messages", tags=["sessions"])
-    def delete_session(session_id: str) -> Response[dict[str, Any]]:
-        who = caller()
-        view = services.sessions.get(who.tenant, session_id, recent=0)
-        who.user_for(view.session.user)
-        services.sessions.delete(who.tenant, session_id)
-        return Response(200, "application/json", {"id": session_id, "deleted": True})
+    @app.delete("/v1/sessions/<session_id>", summary="Delete a session and its messages", tags=["sessions"],
+                operation_id="delete_session")
+    def delete_session(session_id: str) -> SessionDeleted:
+        return SessionDeleted(id=session_id, deleted=ops.delete_session(caller(), session_id))
 
     @app.post("/v1/sessions/<session_id>/messages", summary="Append a message (Idempotency-Key: a retry lands once)",
-              tags=["sessions"])
+              tags=["sessions"], operation_id="append_message",
+              responses={201: {"description": "the stored message", "content": {"application/json": {"model": Message}}}})
     def append_message(
         session_id: str,
         body: MessageAppend,
         idempotency_key: Annotated[str | None, Header(alias="idempotency-key", max_length=200)] = None,
     ) -> Response[dict[str, Any]]:
-        who = caller()
-        view = services.sessions.get(who.tenant, session_id, recent=0)
-        who.user_for(view.session.user)
-        message = services.sessions.append(
-            who.tenant, session_id, body.role, body.content, name=body.name, created_at=body.created_at,
-            idempotency_key=idempotency_key,
-        )
-        services.cairn(who.tenant).after_append(session_id)  # on AWS too: commit, then fold; sessions stay bounded
-        return Response(201, "application/json", message.model_dump(mode="json"))
+        message = ops.append_message(caller(), session_id, body.role, body.content, name=body.name,
+                                     created_at=body.created_at, idempotency_key=idempotency_key)
+        return created(message)
 
     @app.post("/v1/sessions/<session_id>/commit", summary="Turn the session's new messages into memories of its user",
-              tags=["memory"])
+              tags=["memory"], operation_id="commit")
     def commit_session(session_id: str) -> CommitResult:
-        who = caller()
-        cairn = services.cairn(who.tenant)
-        who.user_for(cairn.session_view(session_id).session.user)
-        return cairn.commit(session_id)
+        return ops.commit(caller(), session_id)
 
-    @app.post("/v1/memories", summary="Add or update one memory of an end user (its siblings stay)", tags=["memory"])
+    @app.get("/v1/users/<user>/sessions", summary="A user's sessions", tags=["users"], operation_id="list_sessions")
+    def list_sessions(user: str) -> SessionList:
+        return ops.sessions(caller(), user)
+
+    # ------------------------------------------------------------------ memory
+
+    @app.post("/v1/memories", summary="Add or update one memory of an end user (its siblings stay)", tags=["memory"],
+              operation_id="remember",
+              responses={201: {"description": "created", "content": {"application/json": {"model": RememberResult}}}})
     def remember(body: MemoryPut) -> Response[dict[str, Any]]:
-        who = caller()
-        user = who.user_for(body.user)
-        if user is None:
-            raise RequestError("user: name the end user the memory is about")
-        done = services.cairn(who.tenant).remember(user, body.text, body.category, key=body.key, title=body.title,
-                                                   metadata=body.metadata, source=body.source)
-        return Response(201 if done.created else 200, "application/json", done.model_dump(mode="json"))
+        done = ops.remember(caller(), body)
+        return created(done, 201 if done.created else 200)
+
+    @app.delete("/v1/memories", summary="Forget one memory (or a category) of a user", tags=["memory"],
+                operation_id="forget")
+    def forget(uri: Annotated[str, Query(min_length=1, max_length=MAX_URI_LENGTH)]) -> Forgotten:
+        return ops.forget(caller(), uri)
+
+    @app.get("/v1/users/<user>/memories", summary="A user's memories, newest first", tags=["users"],
+             operation_id="list_memories")
+    def list_memories(user: str, category: Annotated[str | None, Query(max_length=64)] = None) -> MemoryList:
+        return ops.memories(caller(), user, category)
+
+    # ------------------------------------------------------------------ a user's data
+
+    @app.get("/v1/users/<user>/export", summary="Everything cairn holds about one user (sessions, memories, skills)",
+             tags=["users"], operation_id="export_user")
+    def export_user(user: str) -> UserExport:
+        return ops.export_user(caller(), user)
+
+    @app.delete("/v1/users/<user>", summary="Erase everything cairn holds about one user", tags=["users"],
+                operation_id="erase_user")
+    def erase_user(user: str) -> UserErased:
+        return ops.erase_user(caller(), user)
 
     # ------------------------------------------------------------------ content
 
     @app.put("/v1/documents", summary="Upsert documents under a root URI (siblings stay unless sync)",
-             tags=["content"])
+             tags=["content"], operation_id="put_documents")
     def put_documents(body: DocumentsPut) -> IngestSummary:
-        from ..ingest import IngestPayload
+        return ops.put_documents(caller(), body)
 
-        who = caller()
-        payload = IngestPayload.parse({"root_uri": body.root_uri, "documents": body.documents})
-        options: dict[str, Any] = {}
-        if body.chunk_chars is not None or body.chunk_overlap is not None:
-            from ..ingest import ChunkingConfig
-
-            default = ChunkingConfig()
-            options["chunking"] = ChunkingConfig(
-                body.chunk_chars or default.chunk_chars,
-                default.overlap_chars if body.chunk_overlap is None else body.chunk_overlap,
-            )
-        ingestor = services.cairn(who.tenant).ingestor(**options)
-        if body.sync:
-            report = ingestor.ingest(payload.to_documents(), payload.root_uri)
-        else:
-            report = ingestor.upsert(payload.to_documents(), payload.root_uri)
-        record_usage(who.tenant, "ingest", documents=report.documents, embedded_texts=report.embedded,
-                     records_written=report.written, bytes_in=sum(len(d.text.encode()) for d in body.documents))
-        return IngestSummary(
-            root_uri=report.root_uri, documents=report.documents, records=report.records, written=report.written,
-            removed=report.removed, unchanged=report.unchanged, rejected=[f"{r.source}: {r.reason}" for r in report.rejected],
-            warnings=list(report.warnings), seconds=round(report.seconds, 3),
-        )
-
-    @app.delete("/v1/documents", summary="Delete a document or a subtree", tags=["content"])
-    def delete_documents(uri: Annotated[str, Query(min_length=1, max_length=2000)]) -> Deleted:
-        who = caller()
-        report = services.cairn(who.tenant).ingestor().delete(uri)
-        return Deleted(uri=uri, removed=report.removed)
+    @app.delete("/v1/documents", summary="Delete a document or a subtree", tags=["content"],
+                operation_id="delete_documents")
+    def delete_documents(uri: Annotated[str, Query(min_length=1, max_length=MAX_URI_LENGTH)]) -> Deleted:
+        return ops.delete_documents(caller(), uri)
 
     @app.get("/v1/contents", summary="Read a URI progressively: L0 abstract, L1 overview, L2 full body (paged)",
-             tags=["content"])
+             tags=["content"], operation_id="read")
     def contents(
-        uri: Annotated[str, Query(min_length=1, max_length=2000)],
+        uri: Annotated[str, Query(min_length=1, max_length=MAX_URI_LENGTH)],
         level: Annotated[int, Query(ge=0, le=2)] = 0,
         offset: Annotated[int, Query(ge=0, le=10**12)] = 0,
         max_chars: Annotated[int, Query(ge=1, le=1_000_000)] = 200_000,
     ) -> Contents:
-        who = caller()
-        return read_page(services.cairn(who.tenant), uri, level, offset, max_chars)
+        return ops.read(caller(), uri, level, offset, max_chars)
 
     @app.get("/v1/tree", summary="Browse: the children of a folder with their titles and abstracts",
-             tags=["content"])
+             tags=["content"], operation_id="tree")
     def browse(
-        uri: Annotated[str, Query(min_length=1, max_length=2000)],
+        uri: Annotated[str, Query(min_length=1, max_length=MAX_URI_LENGTH)],
         depth: Annotated[int, Query(ge=1, le=3)] = 1,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> Tree:
-        who = caller()
-        return tree(services.cairn(who.tenant), uri, depth, limit)
+        return ops.tree(caller(), uri, depth, limit)
 
     # ------------------------------------------------------------------ service
 
-    @app.get("/v1/stats", summary="This process's retrieval statistics for the caller's tenant", tags=["service"])
-    def stats() -> dict[str, Any]:
-        who = caller()
-        return services.tenant_stats(who.tenant).snapshot().model_dump(mode="json")
+    @app.get("/v1/stats", summary="This process's retrieval statistics for the caller's tenant", tags=["service"],
+             operation_id="stats")
+    def stats() -> StatsSnapshot:
+        return StatsSnapshot.model_validate(ops.stats(caller()))
 
-    @app.get("/v1/health", summary="Liveness: answers without credentials and without touching a backend", tags=["service"])
+    @app.get("/v1/me", summary="Who these credentials are: tenant, user, role, and what they may call",
+             tags=["service"], operation_id="me")
+    def me() -> Me:
+        return ops.me(caller())
+
+    @app.get("/v1/health", summary="Liveness: answers without credentials and without touching a backend", tags=["service"],
+             operation_id="health")
     def health() -> Health:
         cfg = services.settings
         return Health(version=__version__, store=cfg.store.backend, embedder=cfg.embedder.provider)
@@ -327,6 +328,13 @@ def _problem(error: dict[str, Any]) -> str:
     if error.get("type") == "json_invalid":
         where, msg = "body", "not valid JSON"
     return f"{where}: {msg}"
+
+
+def _payload(answer: Any, include_provenance: bool) -> dict[str, Any]:
+    """A find/search answer as the API's JSON (in process: a FindResult; through the workflow: its output)."""
+    if isinstance(answer, FindResponse):
+        return answer.model_dump(mode="json", exclude_none=True)
+    return dict(answer.to_dict(include_provenance=include_provenance))
 
 
 def _bounded(payload: dict[str, Any]) -> FindResponse:

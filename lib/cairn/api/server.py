@@ -114,7 +114,7 @@ class LocalDoor:
         }
         if path not in PUBLIC_ROUTES:
             caller = self.keys.caller(headers.get("authorization")) if self.keys else Caller(self.services.settings.tenant)
-            context["authorizer"] = {"lambda": {"tenant": caller.tenant, "user": caller.user}}
+            context["authorizer"] = {"lambda": {"tenant": caller.tenant, "user": caller.user, "role": caller.role.value}}
         return {
             "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": raw_query,
             "headers": headers, "queryStringParameters": query or None, "requestContext": context,
