@@ -7,6 +7,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import uuid
+
 import pytest
 from cairn.errors import RequestError, SessionConflict, SessionNotFound
 from cairn.sessions import Message, open_session_store
@@ -457,3 +459,19 @@ def _try_append(store, sid):
         return "ok"
     except SessionConflict:  # the first try is still in flight (DynamoDB): the client retries
         return "conflict"
+
+
+def test_a_users_sessions_are_listed_newest_first_and_only_theirs(store):
+    ann, bob = f"ann-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"  # the moto table is shared by the module
+    first = store.create("acme", user=ann)
+    second = store.create("acme", user=ann)
+    store.create("acme", user=bob)
+    store.create("acme")  # no user: in nobody's list
+    store.create("globex", user=ann)  # another tenant's user of the same name
+    listed = store.list_sessions("acme", ann)
+    assert {s.id for s in listed} == {first.id, second.id}
+    assert all(s.user == ann and s.tenant == "acme" for s in listed)
+    assert listed[0].created_at >= listed[1].created_at
+    store.delete("acme", first.id)
+    assert [s.id for s in store.list_sessions("acme", ann)] == [second.id]
+    assert store.list_sessions("acme", f"carol-{uuid.uuid4().hex[:8]}") == []

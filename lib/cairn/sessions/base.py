@@ -50,6 +50,7 @@ MAX_CONTENT_CHARS = 32_000
 MAX_SUMMARY_CHARS = 30_000
 DEFAULT_TTL_S = 7 * 24 * 3600
 MAX_TTL_S = 365 * 24 * 3600
+MAX_LISTED_SESSIONS = 1000  # sessions one listing returns at most
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$")
 
 
@@ -282,6 +283,14 @@ class SessionStore(ABC):
             session = self._load(tenant, session_id)
             self._set_prefetched(session, context, time.time())
 
+    def list_sessions(self, tenant: str, user: str, limit: int = MAX_LISTED_SESSIONS) -> list[Session]:
+        """The unexpired sessions of ``user``, newest first (at most ``limit``)."""
+        self._check(tenant, "list")
+        check_id("user", user)
+        with self._errors("list_sessions", "*"):
+            found = self._list(tenant, user, limit)
+        return sorted(found, key=lambda s: (-s.created_at, s.id))[:limit]
+
     def delete(self, tenant: str, session_id: str) -> bool:
         """Delete a session and every message; ``False`` when there was none."""
         self._check(tenant, session_id)
@@ -412,6 +421,9 @@ class SessionStore(ABC):
 
     @abstractmethod
     def _delete(self, tenant: str, session_id: str) -> bool: ...
+
+    @abstractmethod
+    def _list(self, tenant: str, user: str, limit: int) -> list[Session]: ...
 
 
 def _default_summarizer() -> Summarizer:

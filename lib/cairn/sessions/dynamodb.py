@@ -11,6 +11,9 @@ Item layout (every item of a session shares its partition key)::
     sk = MSG#<seq:010d>       type=hole      tenant, session_id, seq, created_at, expires_at (a sealed seq)
     sk = PREFETCH             type=prefetch  context (FindResult JSON), updated_at, expires_at
 
+    pk = TENANT#<tenant>#USER#<user>          (one item per session of a user: the user's listing)
+    sk = SESSION#<id>         type=user_session  session_id, created_at, expires_at
+
 Appending is two writes: ``ADD last_seq 1`` on META (condition: the session exists and has not
 expired) allocates a seq, then a put of ``MSG#<seq>`` with ``attribute_not_exists(pk)`` stores
 the message (a message is never overwritten). If that seq is already taken - the counter handed
@@ -64,7 +67,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..errors import CairnError, ConfigError, SessionConflict, SessionError
+from ..errors import CairnError, ConfigError, SessionConflict, SessionError, SessionNotFound
 from .base import Message, Role, Session, SessionStore
 
 TTL_ATTRIBUTE = "expires_at"
@@ -85,6 +88,10 @@ _RETRYABLE_CODES = {
 
 def session_pk(tenant: str, session_id: str) -> str:
     return f"TENANT#{tenant}#SESSION#{session_id}"
+
+
+def user_pk(tenant: str, user: str) -> str:
+    return f"TENANT#{tenant}#USER#{user}"
 
 
 def message_sk(seq: int) -> str:
@@ -187,6 +194,12 @@ class DynamoDBSessionStore(SessionStore):
             if _error_code(exc) == "ConditionalCheckFailedException":
                 raise SessionConflict(f"session {session.id!r} already exists; create again for a new id") from None
             raise
+        if session.user:  # the user's listing (a lost write here hides the session from the list only)
+            self.client.put_item(TableName=self.table, Item={
+                "pk": _s(user_pk(session.tenant, session.user)), "sk": _s(f"SESSION#{session.id}"),
+                "type": _s("user_session"), "session_id": _s(session.id), "created_at": _n(session.created_at),
+                TTL_ATTRIBUTE: _n(math.ceil(session.expires_at)),
+            })
 
     def _append(
         self, tenant: str, session_id: str, role: Role, content: str, now: float,
@@ -504,13 +517,35 @@ class DynamoDBSessionStore(SessionStore):
                     ) from None
                 raise
 
+    def _list(self, tenant: str, user: str, limit: int) -> list[Session]:
+        args: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": _s(user_pk(tenant, user))},
+        }
+        ids: list[str] = []
+        while len(ids) < limit:
+            page = self.client.query(**args)
+            ids += [_str(i, "session_id") or "" for i in page.get("Items", []) if _num(i, TTL_ATTRIBUTE) > time.time()]
+            if "LastEvaluatedKey" not in page:
+                break
+            args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        found = []
+        for sid in ids[:limit]:
+            try:
+                found.append(self._load(tenant, sid))
+            except SessionNotFound:  # deleted or expired since: the listing item goes with its TTL
+                continue
+        return found
+
     def _delete(self, tenant: str, session_id: str) -> bool:
         pk = session_pk(tenant, session_id)
         args: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": _s(pk)},
-            "ProjectionExpression": "pk, sk",
+            "ProjectionExpression": "pk, sk, #u",
+            "ExpressionAttributeNames": {"#u": "user"},
         }
         keys: list[dict] = []
         while True:
@@ -519,8 +554,11 @@ class DynamoDBSessionStore(SessionStore):
             if "LastEvaluatedKey" not in page:
                 break
             args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        owners = [_str(k, "user") for k in keys if k["sk"]["S"] == "META"]
+        if owners and owners[0]:
+            keys.append({"pk": _s(user_pk(tenant, owners[0])), "sk": _s(f"SESSION#{session_id}")})
         self._batch_delete(keys)
-        return any(k["sk"]["S"] == "META" for k in keys)
+        return bool(owners)
 
     def _batch_delete(self, keys: list[dict]) -> None:
         for start in range(0, len(keys), 25):

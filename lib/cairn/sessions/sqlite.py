@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS messages (
     PRIMARY KEY (tenant, session_id, seq)
 );
 CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
+CREATE INDEX IF NOT EXISTS sessions_user ON sessions (tenant, user);
 CREATE TABLE IF NOT EXISTS idempotency (
     tenant TEXT NOT NULL,
     session_id TEXT NOT NULL,
@@ -251,6 +252,15 @@ class SQLiteSessionStore(SessionStore):
             db.execute("DELETE FROM messages WHERE tenant = ? AND session_id = ?", (tenant, session_id))
             db.execute("DELETE FROM idempotency WHERE tenant = ? AND session_id = ?", (tenant, session_id))
             return db.execute("DELETE FROM sessions WHERE tenant = ? AND id = ?", (tenant, session_id)).rowcount > 0
+
+    def _list(self, tenant: str, user: str, limit: int) -> list[Session]:
+        rows = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM sessions WHERE tenant = ? AND user = ? AND expires_at > ? "
+            "ORDER BY created_at DESC LIMIT ?",
+            (tenant, user, time.time(), limit),
+        ).fetchall()
+        names = [c.strip() for c in _COLUMNS.split(",")]
+        return [Session(**dict(zip(names, row))) for row in rows]
 
     def purge_expired(self, now: float | None = None) -> int:
         """Delete expired sessions and their messages; returns how many sessions went."""
