@@ -1,8 +1,11 @@
 """``cairn mcp``: cairn's tools for agents over the Model Context Protocol (the official ``mcp`` SDK).
 
-Tools: ``find``, ``search``, ``read``, ``tree``, ``remember``, ``add_message``, ``commit`` — the
-library calls the ``/v1`` API makes, with the same answers (``find`` answers what ``POST /v1/find``
-answers). Two transports:
+Tools: ``find``, ``search``, ``context``, ``read``, ``tree``, ``remember``, ``forget``, ``memories``,
+``add_message``, ``commit`` — each calls one operation of the application layer (:mod:`cairn.app`),
+as the ``/v1`` routes do, so a tool answers what its route answers and is authorized by the same
+rule. Each answer is compact text for the model with the structured result beside it
+(``structuredContent``); each tool carries annotations (read-only, destructive, idempotent) so a
+host can auto-approve the read-only ones. Two transports:
 
 * **stdio** (``cairn mcp``): an agent host starts the command and talks over its stdin/stdout.
   The server acts as one tenant (``--tenant`` / ``CAIRN_TENANT``) and, with ``--user``, for one
@@ -13,9 +16,9 @@ answers). Two transports:
   ``cairn serve``) every request needs ``Authorization: Bearer <key>`` and the key names the
   tenant and, optionally, the end user — checked at the door (401) and again for each tool call.
 
-A caller bound to a user (``--user``, or a key naming one) acts for that user only: ``remember``,
-``search``, ``add_message`` and ``commit`` refuse another user's name or session. Every cairn
-error comes back as a tool error (``isError``) that carries its message; nothing crashes the server.
+A caller bound to a user (``--user``, or a key naming one) acts for that user only: every tool
+refuses another user's memories, sessions and folders (403 in the message). Every cairn error comes
+back as a tool error (``isError``) in one short sentence; nothing crashes the server.
 
 ``mcp`` is an optional extra (``pip install 'cairn[mcp]'``), imported only here and only when a
 server is built. (No ``from __future__ import annotations`` here: the SDK reads each tool's
@@ -34,7 +37,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from .errors import CairnError, ConfigError, RequestError, Unauthorized, require
 
 if TYPE_CHECKING:  # imported when used: `cairn --help` must not pay for the API's route table
-    from .api.auth import ApiKeys, Caller
+    from .api.auth import ApiKeys
+    from .app import Principal
     from .services import Services
 
 NAME = "cairn"
@@ -42,23 +46,24 @@ HTTP_PATH = "/mcp"
 READ_PAGE_CHARS = 20_000  # one read answers at most this much text; next_offset reads on
 INSTRUCTIONS = (
     "cairn holds the context an agent should read: resources (documents), memories of end users and "
-    "skills, each at a cairn:// URI. Use `search` with the conversation's session to get what to put in "
-    "context, `find` for one plain query, `read` to open a URI (level 0 abstract, 1 overview, 2 full text), "
+    "skills, each at a cairn:// URI. Use `context` (or `search`) with the conversation's session to get what "
+    "to put in your prompt, `find` for one plain query, `read` to open a URI (level 0 abstract, 1 overview, 2 full text), "
     "`tree` to browse a folder. Keep the conversation with `add_message` (it starts a session when given "
     "none) and `commit` it to turn it into memories; `remember` stores one fact about a user."
 )
 
 
 class McpCaller:
-    """Who a tool call acts as: the server's fixed caller, or the one its API key names."""
+    """Who a tool call acts as: the server's fixed principal, or the one its API key names."""
 
-    def __init__(self, tenant: str, user: str | None = None, keys: "ApiKeys | None" = None) -> None:
-        from .api.auth import Caller
+    def __init__(self, tenant: str, user: str | None = None, keys: "ApiKeys | None" = None,
+                 role: str | None = None) -> None:
+        from .app import Principal
 
-        self.default = Caller(tenant, user)
+        self.default = Principal.of(tenant, user, role)
         self.keys = keys
 
-    def of(self, ctx: Any) -> "Caller":
+    def of(self, ctx: Any) -> "Principal":
         if self.keys is None:
             return self.default
         try:
@@ -70,21 +75,30 @@ class McpCaller:
         return self.keys.caller(headers.get("authorization"))
 
 
+# Which operation of the application layer each tool calls (the authorization matrix reads this).
+TOOL_OPERATIONS = {
+    "find": "find", "search": "search", "context": "context", "read": "read", "tree": "tree",
+    "remember": "remember", "forget": "forget", "memories": "memories", "add_message": "append_message",
+    "commit": "commit",
+}
+
+
 def build_server(services: "Services", *, tenant: str | None = None, user: str | None = None,
-                 keys: "ApiKeys | None" = None, log_level: str = "WARNING") -> Any:
+                 keys: "ApiKeys | None" = None, role: str | None = None, log_level: str = "WARNING") -> Any:
     """The MCP server (an ``mcp.server.mcpserver.MCPServer``) over ``services``.
 
-    ``tenant`` / ``user``: who every call acts as (default: the settings' tenant, any user).
-    ``keys``: API keys; then each HTTP request's key names the tenant and user instead."""
+    ``tenant`` / ``user`` / ``role``: who every call acts as (default: the settings' tenant as its
+    admin; a user makes it that user's). ``keys``: API keys; then each HTTP request's key names
+    the principal instead. Every tool calls one method of the application layer."""
     require("mcp", extra="mcp", feature="cairn mcp")
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult, TextContent, ToolAnnotations
     from pydantic import Field
 
     from . import __version__
-    from .api.auth import Caller
-    from .api.browse import read_page
-    from .api.browse import tree as browse_tree
+    from .api.models import MemoryPut
+    from .requests import FindRequest, parse_request
 
     Query = Annotated[str, Field(description="what to look for, in natural language")]
     Limit = Annotated[int | None, Field(ge=1, le=100, description="results per context type (default: the server's)")]
@@ -93,135 +107,215 @@ def build_server(services: "Services", *, tenant: str | None = None, user: str |
     TargetUris = Annotated[list[str] | None, Field(description="search only under these cairn:// folders")]
     FilterArg = Annotated[dict[str, Any] | None,
                           Field(description='Mongo-style metadata filter, e.g. {"metadata.team": "finance"}')]
-    UserArg = Annotated[str | None, Field(description="the end user whose memories to include")]
+    UserArg = Annotated[str | None, Field(description="the end user whose memories to search too (a user key: always its own)")]
+    Mode = Annotated[Literal["quick", "thinking"] | None,
+                     Field(description="quick: one vector search; thinking: descend the folder tree")]
+    Session = Annotated[str | None, Field(description="the conversation to plan with (from add_message)")]
 
-    callers = McpCaller(tenant or services.settings.tenant, user, keys)
+    ops = services.application
+    callers = McpCaller(tenant or services.settings.tenant, user, keys, role)
     server = MCPServer(NAME, instructions=INSTRUCTIONS, version=__version__, log_level=log_level.upper())
+    reading = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-    def call(ctx: Context, body: Callable[[Caller], Any]) -> Any:
-        """Run one tool body as the caller; a cairn error becomes a tool error with its message."""
+    def writing(destructive: bool, idempotent: bool) -> Any:
+        return ToolAnnotations(read_only_hint=False, destructive_hint=destructive, idempotent_hint=idempotent,
+                               open_world_hint=False)
+
+    def call(ctx: Context, body: Callable[[Any], Any], text: Callable[[Any], str]) -> Any:
+        """Run one tool body as the caller: a compact text answer with the structured one beside it;
+        a cairn error becomes a tool error that says what was wrong in one sentence."""
         try:
-            return body(callers.of(ctx))
+            out = body(callers.of(ctx))
         except CairnError as exc:
-            raise ToolError(f"{exc.message} [{exc.code}, status {exc.http_status}]") from None
+            raise ToolError(_short(exc)) from None
+        data = out if isinstance(out, dict) else out.model_dump(mode="json")
+        return CallToolResult(content=[TextContent(type="text", text=text(out))], structured_content=data)
 
-    def owned_session(who: Caller, session_id: str) -> None:
-        """The session exists in the caller's tenant and belongs to a user the caller may act for."""
-        view = services.sessions.get(who.tenant, session_id, recent=0)
-        who.user_for(view.session.user)
+    def request(query: str, limit: int | None, context_type: str | None, target_uris: list[str] | None,
+                filter: dict[str, Any] | None, user: str | None, mode: str | None, default_mode: str) -> Any:
+        given = {"limit": limit, "context_type": context_type, "target_uris": target_uris, "filter": filter,
+                 "mode": mode or default_mode, "user": user}
+        fields = {k: v for k, v in given.items() if v is not None}
+        fields.setdefault("limit", services.settings.default_limit)
+        return parse_request(FindRequest, {"query": query, **fields}), limit is not None
 
-    def options(limit: int | None, context_type: str | None, target_uris: list[str] | None,
-                filter: dict[str, Any] | None, mode: str | None) -> dict[str, Any]:
-        given = {"limit": limit, "context_type": context_type, "target_uris": target_uris, "filter": filter, "mode": mode}
-        return {k: v for k, v in given.items() if v is not None}
-
-    @server.tool(description="Find context for one query: no session, no planning (quick vector search "
-                             "unless mode='thinking'). Answers memories, resources and skills with their "
-                             "cairn:// URIs, scores and abstracts; read a URI for more.")
+    @server.tool(title="Find context", annotations=reading,
+                 description="Look up what cairn holds for ONE standalone question: no conversation, no planning. "
+                             "Answers the best memories, resources and skills, each with its cairn:// URI, score "
+                             "and text; use `read` on a URI for the whole document. Prefer `search` or `context` "
+                             "inside a conversation.")
     def find(query: Query, ctx: Context, limit: Limit = None, context_type: ContextTypeArg = None,
              target_uris: TargetUris = None, filter: FilterArg = None, user: UserArg = None,
-             mode: Annotated[Literal["quick", "thinking"] | None, Field()] = None) -> dict[str, Any]:
-        def body(who: Caller) -> dict[str, Any]:
-            opts = options(limit, context_type, target_uris, filter, mode)
-            return services.cairn(who.tenant).find(query, user=who.user_for(user), **opts).to_dict()
+             mode: Mode = None) -> CallToolResult:
+        def body(who: Any) -> dict[str, Any]:
+            req, given = request(query, limit, context_type, target_uris, filter, user, mode, "quick")
+            return ops.find(who, req, limit_given=given).to_dict()
 
-        return call(ctx, body)
+        return call(ctx, body, _results_text)
 
-    @server.tool(description="Search with the conversation: plans from the session's summary and recent "
-                             "messages (pass session_id), retrieves hierarchically and reranks; includes the "
-                             "session user's memories. The answer becomes the session's prefetched context.")
-    def search(query: Query, ctx: Context,
-               session_id: Annotated[str | None, Field(description="the conversation to plan with")] = None,
+    @server.tool(title="Search with the conversation", annotations=reading,
+                 description="Find what to put in context for the latest turn of a conversation: pass its session_id "
+                             "(from add_message) so cairn plans from what was said before, and the session's user's "
+                             "memories come back beside resources and skills. The answer also becomes the "
+                             "session's prefetched context.")
+    def search(query: Query, ctx: Context, session_id: Session = None,
                limit: Limit = None, context_type: ContextTypeArg = None, target_uris: TargetUris = None,
-               filter: FilterArg = None, user: UserArg = None,
-               mode: Annotated[Literal["quick", "thinking"] | None, Field()] = None) -> dict[str, Any]:
-        def body(who: Caller) -> dict[str, Any]:
-            if session_id is not None:
-                owned_session(who, session_id)
-            opts = options(limit, context_type, target_uris, filter, mode)
-            cairn = services.cairn(who.tenant)
-            return cairn.search(query, session_id=session_id, user=who.user_for(user), **opts).to_dict()
+               filter: FilterArg = None, user: UserArg = None, mode: Mode = None) -> CallToolResult:
+        def body(who: Any) -> dict[str, Any]:
+            req, given = request(query, limit, context_type, target_uris, filter, user, mode, "thinking")
+            answer = ops.search(who, req, session_id, limit_given=given)
+            return answer.to_dict() if hasattr(answer, "to_dict") else answer.model_dump(mode="json", exclude_none=True)
 
-        return call(ctx, body)
+        return call(ctx, body, _results_text)
 
-    @server.tool(description="Read a cairn:// URI progressively: level 0 the abstract, 1 the overview of a "
-                             "folder, 2 the full text. Long texts come in pages: pass next_offset as offset.")
+    @server.tool(title="Context block for a prompt", annotations=reading,
+                 description="The context to paste into your prompt for the latest turn, in one block of at most "
+                             "budget_tokens tokens: memories, skills and resources, deduplicated, each passage "
+                             "numbered [n] with its citation. Pass session_id inside a conversation.")
+    def context(query: Query, ctx: Context, session_id: Session = None,
+                budget_tokens: Annotated[int | None, Field(ge=50, le=200_000, description="the block's size at most, in tokens")] = None,
+                limit: Limit = None, context_type: ContextTypeArg = None, target_uris: TargetUris = None,
+                user: UserArg = None) -> CallToolResult:
+        def body(who: Any) -> Any:
+            req, given = request(query, limit, context_type, target_uris, None, user, None, "thinking")
+            return ops.context(who, req, session_id, budget_tokens=budget_tokens, limit_given=given)
+
+        return call(ctx, body, lambda block: block.text or "(nothing relevant found)")
+
+    @server.tool(title="Read a URI", annotations=reading,
+                 description="Open a cairn:// URI from a result or the tree: level 0 its abstract, 1 a folder's "
+                             "overview, 2 the full text. Long texts come in pages: pass next_offset as offset.")
     def read(uri: Annotated[str, Field(description="a cairn:// URI from a result or the tree")], ctx: Context,
              level: Annotated[int, Field(ge=0, le=2, description="0 abstract, 1 overview, 2 full text")] = 0,
              offset: Annotated[int, Field(ge=0, description="where to start in the text")] = 0,
              max_chars: Annotated[int, Field(ge=1, le=200_000, description="characters at most")] = READ_PAGE_CHARS,
-             ) -> dict[str, Any]:
-        def body(who: Caller) -> dict[str, Any]:
-            return read_page(services.cairn(who.tenant), uri, level, offset, max_chars).model_dump(mode="json")
+             ) -> CallToolResult:
+        return call(ctx, lambda who: ops.read(who, uri, level, offset, max_chars), _page_text)
 
-        return call(ctx, body)
-
-    @server.tool(description="Browse a folder: its children (folders first, then files) with titles and "
-                             "abstracts, depth levels down. Roots: cairn://resources, cairn://agent/skills, "
+    @server.tool(title="Browse a folder", annotations=reading,
+                 description="List a folder's children (folders first, then files) with titles and abstracts, "
+                             "depth levels down. Roots: cairn://resources, cairn://agent/skills, "
                              "cairn://user/<user>/memories.")
     def tree(uri: Annotated[str, Field(description="a cairn:// folder URI")], ctx: Context,
-             depth: Annotated[int, Field(ge=1, le=3)] = 1,
+             depth: Annotated[int, Field(ge=1, le=3, description="levels below the folder")] = 1,
              limit: Annotated[int, Field(ge=1, le=1000, description="children per folder at most")] = 100,
-             ) -> dict[str, Any]:
-        def body(who: Caller) -> dict[str, Any]:
-            return browse_tree(services.cairn(who.tenant), uri, depth, limit).model_dump(mode="json")
+             ) -> CallToolResult:
+        return call(ctx, lambda who: ops.tree(who, uri, depth, limit), _tree_text)
 
-        return call(ctx, body)
-
-    @server.tool(description="Remember one fact about an end user (add, or update the memory with the same "
-                             "key) under cairn://user/<user>/memories/<category>/...; other memories stay.")
-    def remember(text: Annotated[str, Field(description="what to remember, as a sentence")],
-                 category: Annotated[str, Field(description="e.g. preferences, profile, entities, events")],
-                 ctx: Context, user: UserArg = None,
-                 key: Annotated[str | None, Field(description="the memory's name; the same key updates it")] = None,
-                 title: Annotated[str | None, Field()] = None,
+    @server.tool(title="Remember a fact about a user", annotations=writing(destructive=False, idempotent=True),
+                 description="Store one fact about the end user (a preference, a profile detail, an event) so later "
+                             "searches find it. The same key updates the memory; other memories stay.")
+    def remember(text: Annotated[str, Field(description="the fact, as one sentence about the user")],
+                 category: Annotated[str, Field(description="one word: preferences, profile, entities, events or cases")],
+                 ctx: Context,
+                 user: Annotated[str | None, Field(description="whom the fact is about (a user key: always its own user)")] = None,
+                 key: Annotated[str | None, Field(description="the memory's name; remembering with the same key updates it")] = None,
+                 title: Annotated[str | None, Field(description="a short title (default: the text's first line)")] = None,
                  metadata: Annotated[dict[str, Any] | None, Field(description="flat fields: string, number, bool, list of strings")] = None,
                  source: Annotated[str | None, Field(description="where it comes from (a URL, a message id)")] = None,
-                 ) -> dict[str, Any]:
-        def body(who: Caller) -> dict[str, Any]:
-            owner = who.user_for(user)
+                 ) -> CallToolResult:
+        def body(who: Any) -> Any:
+            fields = {"text": text, "category": category, "user": user, "key": key, "title": title,
+                      "metadata": metadata, "source": source}
+            return ops.remember(who, parse_request(MemoryPut, {k: v for k, v in fields.items() if v is not None}))
+
+        return call(ctx, body, lambda done: f"{'Remembered' if done.created else 'Updated'}: {done.uri}")
+
+    @server.tool(title="Forget a memory", annotations=writing(destructive=True, idempotent=True),
+                 description="Delete one memory of the user (its cairn://user/<user>/memories/... URI, from `memories` "
+                             "or a result), or a whole category. It cannot be undone.")
+    def forget(uri: Annotated[str, Field(description="the memory's URI")], ctx: Context) -> CallToolResult:
+        return call(ctx, lambda who: ops.forget(who, uri), lambda done: f"Forgot {done.uri} ({done.removed} records).")
+
+    @server.tool(title="List a user's memories", annotations=reading,
+                 description="What cairn remembers about the end user, newest first, by category.")
+    def memories(ctx: Context,
+                 user: Annotated[str | None, Field(description="whose memories (a user key: always its own)")] = None,
+                 category: Annotated[str | None, Field(description="only this category")] = None) -> CallToolResult:
+        def body(who: Any) -> Any:
+            owner = who.user or user
             if owner is None:
-                raise RequestError("remember needs the end user the memory is about: pass user")
-            done = services.cairn(who.tenant).remember(owner, text, category, key=key, title=title,
-                                                      metadata=metadata, source=source)
-            return done.model_dump(mode="json")
+                raise RequestError("memories: name the user whose memories to list")
+            return ops.memories(who, owner, category)
 
-        return call(ctx, body)
+        return call(ctx, body, _memories_text)
 
-    @server.tool(description="Add a message to a conversation. Without session_id a new session is started "
-                             "(for user) and its id returned: pass it to search, add_message and commit.")
+    @server.tool(title="Add a message to the conversation", annotations=writing(destructive=False, idempotent=False),
+                 description="Record one turn of the conversation. Without session_id a new session is started (for "
+                             "user) and its id returned: pass it to search, context, add_message and commit. Pass an "
+                             "idempotency_key to make retries safe.")
     def add_message(content: Annotated[str, Field(description="the message text")], ctx: Context,
                     role: Annotated[Literal["user", "assistant"], Field(description="who spoke")] = "user",
                     session_id: Annotated[str | None, Field(description="the conversation (default: a new one)")] = None,
                     user: Annotated[str | None, Field(description="the end user of a new session")] = None,
                     name: Annotated[str | None, Field(description="the speaker's name")] = None,
                     idempotency_key: Annotated[str | None, Field(max_length=200, description="a retried call with the same key adds the message once")] = None,
-                    ) -> dict[str, Any]:
-        def body(who: Caller) -> dict[str, Any]:
-            sessions, created = services.sessions, False
-            sid = session_id
+                    ) -> CallToolResult:
+        def body(who: Any) -> dict[str, Any]:
+            sid, created = session_id, False
             if sid is None:
-                sid, created = sessions.create(who.tenant, user=who.user_for(user)).id, True
-            else:
-                if user is not None:
-                    raise RequestError("user names the owner of a new session; leave it out with session_id")
-                owned_session(who, sid)
-            message = sessions.append(who.tenant, sid, role, content, name=name, idempotency_key=idempotency_key)
-            services.cairn(who.tenant).after_append(sid)  # commits and compresses when the session is full
+                sid, created = ops.create_session(who, user).id, True
+            elif user is not None:
+                raise RequestError("user names the owner of a new session; leave it out with session_id")
+            message = ops.append_message(who, sid, role, content, name=name, idempotency_key=idempotency_key)
             return {"session_id": sid, "session_created": created, "message": message.model_dump(mode="json")}
 
-        return call(ctx, body)
+        return call(ctx, body, lambda out: f"Added message {out['message']['seq']} to session {out['session_id']}"
+                    + (" (new session)." if out["session_created"] else "."))
 
-    @server.tool(description="Commit a conversation: its messages since the last commit become memories of "
-                             "its user (found by later searches). Committing again adds nothing new.")
-    def commit(session_id: Annotated[str, Field(description="the conversation to commit")], ctx: Context) -> dict[str, Any]:
-        def body(who: Caller) -> dict[str, Any]:
-            owned_session(who, session_id)
-            return services.cairn(who.tenant).commit(session_id).model_dump(mode="json")
-
-        return call(ctx, body)
+    @server.tool(title="Commit the conversation to memory", annotations=writing(destructive=False, idempotent=True),
+                 description="Turn the conversation's messages since the last commit into memories of its user, so "
+                             "later searches find what the user said. Committing again adds nothing new.")
+    def commit(session_id: Annotated[str, Field(description="the conversation to commit")], ctx: Context) -> CallToolResult:
+        return call(ctx, lambda who: ops.commit(who, session_id),
+                    lambda done: f"Committed session {done.session_id}: {done.written} memories written from "
+                                 f"{done.messages} messages.")
 
     return server
+
+
+def _short(exc: CairnError) -> str:
+    """A cairn error as one or two short sentences for the model (no validator jargon, no URLs)."""
+    message = exc.message
+    message = message.replace("Value error, ", "")
+    for marker in (" For further information visit", "\n    For further information"):
+        message = message.split(marker)[0]
+    return message[:600]
+
+
+def _results_text(data: dict[str, Any]) -> str:
+    """A find/search answer as compact lines an LLM reads well: one per match, best first."""
+    lines: list[str] = []
+    for bucket in ("memories", "skills", "resources"):
+        for m in data.get(bucket) or []:
+            title = f" {m['title']}" if m.get("title") else ""
+            text = " ".join(str(m.get("text") or m.get("abstract") or "").split())
+            lines.append(f"[{len(lines) + 1}] ({m['context_type']}, {m['score']:.2f}) {m['uri']}{title}\n    {text[:700]}")
+    return "\n".join(lines) if lines else "No results above the score threshold."
+
+
+def _page_text(page: Any) -> str:
+    more = f"\n(more: offset={page.next_offset})" if page.next_offset is not None else ""
+    return f"{page.title}\n{page.uri} (level {page.level})\n\n{page.text}{more}"
+
+
+def _tree_text(tree: Any) -> str:
+    def walk(nodes: list[Any], indent: str) -> list[str]:
+        out: list[str] = []
+        for n in nodes:
+            mark = "/" if n.kind == "directory" else ""
+            out.append(f"{indent}{n.uri}{mark} {n.title}: {' '.join(n.abstract.split())[:160]}")
+            if n.children:
+                out += walk(n.children, indent + "  ")
+        return out
+
+    return "\n".join([f"{tree.uri} ({tree.total} children)", *walk(tree.children, "  ")])
+
+
+def _memories_text(listing: Any) -> str:
+    if not listing.memories:
+        return f"No memories of {listing.user}."
+    return "\n".join(f"- [{m.category}] {' '.join(m.text.split())[:300]} ({m.uri})" for m in listing.memories)
 
 
 # ---------------------------------------------------------------------- streamable HTTP
@@ -249,12 +343,12 @@ class KeyGate:
 
 
 def http_app(services: "Services", *, host: str = "127.0.0.1", keys: "ApiKeys | None" = None, tenant: str | None = None,
-             user: str | None = None, path: str = HTTP_PATH, log_level: str = "WARNING") -> Any:
+             user: str | None = None, role: str | None = None, path: str = HTTP_PATH, log_level: str = "WARNING") -> Any:
     """The streamable HTTP ASGI application (endpoint ``path``), behind the key check."""
     from .api.server import check_bind
 
     check_bind(host, keys)
-    server = build_server(services, tenant=tenant, user=user, keys=keys, log_level=log_level)
+    server = build_server(services, tenant=tenant, user=user, keys=keys, role=role, log_level=log_level)
     return KeyGate(server.streamable_http_app(streamable_http_path=path, host=host), keys)
 
 
@@ -292,6 +386,8 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                    help="stdio (default: an agent host starts this command) or streamable HTTP")
     p.add_argument("--user", help="act for this end user only (memories, sessions); others are refused")
+    p.add_argument("--role", choices=["admin", "writer", "reader", "user"],
+                   help="the role every call acts with (default: user with --user, else admin)")
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to listen on (others than loopback need API keys)")
     p.add_argument("--port", type=int, default=8765, help=f"HTTP: port (default 8765; endpoint {HTTP_PATH})")
     p.add_argument("--api-keys", metavar="FILE",
@@ -311,14 +407,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
         if args.api_keys:
             raise RequestError("--api-keys is for --transport http; over stdio the host that starts cairn is the caller")
-        server = build_server(services, user=args.user, log_level=args.log_level)
+        server = build_server(services, user=args.user, role=args.role, log_level=args.log_level)
         services.store  # noqa: B018 - load the model and open the store before the host's first call
         server.run("stdio")
         return 0
     keys = ApiKeys.load(file=args.api_keys)
     if keys is not None and args.user:
         raise RequestError("--user binds a server without API keys; with keys, each key names its user")
-    app = http_app(services, host=args.host, keys=keys, user=args.user, log_level=args.log_level)
+    app = http_app(services, host=args.host, keys=keys, user=args.user, role=args.role, log_level=args.log_level)
     who = "API keys" if keys else f"no API keys: every call acts as tenant {services.settings.tenant!r}"
     print(f"cairn mcp: loading the store and the embedder ({who}) ...", file=sys.stderr, flush=True)
     services.store  # noqa: B018
