@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,15 @@ def _services(args: argparse.Namespace) -> Any:
 
 def _service(args: argparse.Namespace) -> Any:
     return _services(args).cairn()
+
+
+def _ops(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The application layer and the CLI's principal: the tenant's admin (whoever runs the command
+    owns the home it reads and writes)."""
+    from .app import Principal
+
+    services = _services(args)
+    return services.application, Principal(services.settings.tenant)
 
 
 def _rate_progress() -> Any:
@@ -133,12 +143,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
-    svc = _service(args)
-    result = svc.read(args.uri, args.level)
+    ops, me = _ops(args)
+    result = ops.read(me, args.uri, args.level, 0, 10**12)
     if args.json:
-        import dataclasses
-
-        print(json.dumps({**dataclasses.asdict(result), "level": int(result.level)}, indent=2, ensure_ascii=False))
+        print(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:
         print(f"# {result.title}  [L{int(result.level)} of {result.kind} {result.uri}]\n")
         print(result.text)
@@ -146,8 +154,9 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    report = _ingestor(args).delete(args.uri)
-    print(f"removed {args.uri}: {report.removed} records deleted, {report.summarized} directory summaries updated")
+    ops, me = _ops(args)
+    done = ops.delete_documents(me, args.uri)
+    print(f"removed {args.uri}: {done.removed} records deleted")
     return 0
 
 
@@ -209,6 +218,8 @@ def _find_options(args: argparse.Namespace) -> dict[str, Any]:
         options["mode"] = args.mode
     if args.type:
         options["context_type"] = args.type
+    if getattr(args, "user", None):
+        options["user"] = args.user
     if args.target:
         options["target_uris"] = tuple(args.target)
     if args.filter:
@@ -241,25 +252,26 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_session(args: argparse.Namespace) -> int:
-    services = _services(args)
-    sessions, tenant = services.sessions, services.settings.tenant  # no model or store is loaded
+    ops, me = _ops(args)  # no model or store is loaded unless a commit needs them
     if args.session_command == "new":
-        session = sessions.create(tenant, user=args.user)
+        session = ops.create_session(me, args.user)
         print(session.id)
     elif args.session_command == "add":
-        msg = sessions.append(tenant, args.session_id, args.role, args.content, name=args.name, created_at=args.at)
-        services.cairn().after_append(args.session_id)  # commits and compresses when the session is full
+        msg = ops.append_message(me, args.session_id, args.role, args.content, name=args.name, created_at=args.at)
         print(f"added message {msg.seq} to {args.session_id}")
+    elif args.session_command == "list":
+        for session in ops.sessions(me, args.user).sessions:
+            print(f"{session.id}  messages={session.last_seq}  created={time.strftime('%Y-%m-%d %H:%M', time.gmtime(session.created_at))}")
     elif args.session_command == "commit":
-        done = services.cairn().commit(args.session_id)
+        done = ops.commit(me, args.session_id)
         print(f"committed {args.session_id} through message {done.committed_through}: {done.messages} new messages -> "
               f"{len(done.episodes)} archived turns, {len(done.extracted)} memories ({done.extractor})"
               + (f"; {done.missed} messages were summarised before any commit" if done.missed else ""))
     elif args.session_command == "delete":
-        deleted = sessions.delete(tenant, args.session_id)
+        deleted = ops.delete_session(me, args.session_id)
         print(f"deleted {args.session_id}" if deleted else f"no session {args.session_id}")
     else:
-        view = sessions.get(tenant, args.session_id, recent=args.recent)
+        view = ops.get_session(me, args.session_id, args.recent)
         if view.summary:
             print(f"summary: {view.summary}")
         for m in view.recent:
@@ -274,7 +286,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
         if not eq or not key.strip():
             raise RequestError(f"--meta {item!r}: write KEY=VALUE")
         metadata[key.strip()] = value
-    done = _service(args).remember(args.user, args.text, args.category, key=args.key, title=args.title,
+    done = _service(args).remember(args.text, args.category, user=args.user, key=args.key, title=args.title,
                                    metadata=metadata or None, source=args.source)
     print(f"{'created' if done.created else ('updated' if done.changed else 'unchanged')} {done.uri}")
     return 0
@@ -399,6 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
         f.add_argument("--limit", type=int, help="results per typed query (default CAIRN_DEFAULT_LIMIT, 5)")
         f.add_argument("--mode", choices=["quick", "thinking"], help="quick: one search; thinking: hierarchical")
         f.add_argument("--type", choices=["memory", "resource", "skill"])
+        f.add_argument("--user", help="search this end user's memories and skills too")
         f.add_argument("--target", action="append", help="search only under this URI (repeatable)")
         f.add_argument("--filter", help='Mongo-style filter as JSON, e.g. \'{"level": 2}\'')
         f.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None, help="rerank the candidates")
@@ -427,6 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--recent", type=int, default=20)
     delete = ses_sub.add_parser("delete", help="delete a session and its messages")
     delete.add_argument("session_id")
+    listing = ses_sub.add_parser("list", help="list a user's sessions, newest first")
+    listing.add_argument("--user", required=True)
     ses.set_defaults(func=cmd_session)
 
     rem = sub.add_parser("remember", help="add or update one memory of an end user (its siblings stay)")
@@ -443,15 +458,18 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; others need API keys)")
     srv.add_argument("--port", type=int, default=8080)
     srv.add_argument("--api-keys", metavar="FILE",
-                     help='JSON {"<key>": "<tenant>"} or {"<key>": {"tenant", "user"}} (env CAIRN_API_KEYS_FILE or CAIRN_API_KEYS)')
+                     help='keys file made by `cairn keys create`: {"<key>": {"tenant", "role", "user"}} '
+                          '(env CAIRN_API_KEYS_FILE or CAIRN_API_KEYS)')
     srv.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     srv.add_argument("--workers", type=int, default=0, metavar="N",
                      help="processes serving the one home (default 0: one per core)")
     srv.set_defaults(func=cmd_serve)
 
+    from .cli_access import add_parsers as add_access_parsers
     from .mcp import add_parser as add_mcp_parser
 
     add_mcp_parser(sub)
+    add_access_parsers(sub)
 
     demo = sub.add_parser("demo", help="ingest cairn's docs and answer a few questions")
     demo.add_argument("--docs", help="folder to ingest (default: cairn's docs/)")
