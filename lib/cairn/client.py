@@ -29,7 +29,8 @@ import httpx
 from pydantic import BaseModel
 
 from . import errors
-from .api.models import Contents, Deleted, Health, IngestSummary, Tree
+from .api.models import ContextAnswer, Contents, Deleted, Health, IngestSummary, Tree
+from .app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
 from .memory import CommitResult, RememberResult
 from .models import FindResponse
 from .sessions.base import Message, Session, SessionView
@@ -58,6 +59,9 @@ def error_from(response: httpx.Response) -> errors.CairnError:
     if body.get("request_id"):
         message += f" (request {body['request_id']})"
     cls = _BY_STATUS.get(response.status_code, ApiError)
+    named = getattr(errors, str(body.get("type") or ""), None)  # the server's own class, when it is one of ours
+    if isinstance(named, type) and issubclass(named, cls) and named is not errors.CairnError:
+        cls = named
     exc = cls(message, retryable=bool(body.get("retryable", response.status_code in RETRY_STATUSES)),
               details=body.get("details"))
     exc.code = str(body.get("error") or exc.code)
@@ -156,6 +160,12 @@ class CairnClient:
         method, path, body, cls = _Calls.search(query, session_id, **options)
         return self._model(cls, self._send(method, path, json=body, safe=True))  # type: ignore[return-value]
 
+    def context(self, query: str, session_id: str | None = None, *, budget_tokens: int | None = None,
+                **options: Any) -> ContextAnswer:
+        """``POST /v1/context``: a prompt-ready block within ``budget_tokens``."""
+        method, path, body, _ = _Calls.search(query, session_id, **options, **_given(budget_tokens=budget_tokens))
+        return ContextAnswer.model_validate(self._send(method, "/v1/context", json=body, safe=True))
+
     # ------------------------------------------------------------------ sessions
 
     def create_session(self, user: str | None = None, ttl_s: int | None = None) -> Session:
@@ -187,11 +197,40 @@ class CairnClient:
         """``POST /v1/sessions/{id}/commit``: the session's new messages become memories (twice adds nothing)."""
         return CommitResult.model_validate(self._send("POST", f"/v1/sessions/{session_id}/commit", safe=True))
 
+    def forget(self, uri: str) -> Forgotten:
+        """``DELETE /v1/memories?uri=``: one memory (or a category) of a user."""
+        return Forgotten.model_validate(self._send("DELETE", "/v1/memories", params={"uri": uri}, safe=True))
+
+    def list_memories(self, user: str | None = None, *, category: str | None = None) -> MemoryList:
+        return MemoryList.model_validate(self._send("GET", f"/v1/users/{self._user(user)}/memories",
+                                                    params=_given(category=category), safe=True))
+
+    def list_sessions(self, user: str | None = None) -> SessionList:
+        return SessionList.model_validate(self._send("GET", f"/v1/users/{self._user(user)}/sessions", safe=True))
+
+    def export_user(self, user: str | None = None) -> UserExport:
+        return UserExport.model_validate(self._send("GET", f"/v1/users/{self._user(user)}/export", safe=True))
+
+    def erase_user(self, user: str | None = None) -> UserErased:
+        return UserErased.model_validate(self._send("DELETE", f"/v1/users/{self._user(user)}", safe=True))
+
+    def _user(self, user: str | None) -> str:
+        """The user named, else the one these credentials are bound to (asked once: GET /v1/me)."""
+        if user:
+            return user
+        if getattr(self, "_me", None) is None:
+            self._me = self.me()
+        if self._me.user is None:
+            raise errors.RequestError("user: name the end user (these credentials are not bound to one)")
+        return self._me.user
+
     # ------------------------------------------------------------------ content
 
-    def put_documents(self, root_uri: str, documents: Sequence[Mapping[str, Any]], *, sync: bool = False) -> IngestSummary:
+    def put_documents(self, root_uri: str, documents: Sequence[Mapping[str, Any]], *, sync: bool = False,
+                      chunk_chars: int | None = None, chunk_overlap: int | None = None) -> IngestSummary:
         """``PUT /v1/documents``: each document ``{"path", "text", "title"?, "metadata"?}``."""
-        body = {"root_uri": root_uri, "documents": list(documents), "sync": sync}
+        body = {"root_uri": root_uri, "documents": list(documents), "sync": sync,
+                **_given(chunk_chars=chunk_chars, chunk_overlap=chunk_overlap)}
         return IngestSummary.model_validate(self._send("PUT", "/v1/documents", json=body, safe=True))
 
     def delete_documents(self, uri: str) -> Deleted:
@@ -201,14 +240,14 @@ class CairnClient:
         params = _given(uri=uri, level=level, offset=offset, max_chars=max_chars)
         return Contents.model_validate(self._send("GET", "/v1/contents", params=params, safe=True))
 
-    def read(self, uri: str, level: int = 0) -> str:
-        """The whole text of ``uri`` at ``level`` (every page of an L2 body)."""
-        page = self.contents(uri, level)
+    def read(self, uri: str, level: int = 0) -> Contents:
+        """``uri`` at ``level`` with its whole text (every page of an L2 body), as ``Cairn.read``."""
+        page = first = self.contents(uri, level)
         parts = [page.text]
         while page.next_offset is not None:
             page = self.contents(uri, level, offset=page.next_offset)
             parts.append(page.text)
-        return "".join(parts)
+        return first.model_copy(update={"text": "".join(parts), "next_offset": None})
 
     def tree(self, uri: str, depth: int = 1, limit: int = 100) -> Tree:
         return Tree.model_validate(self._send("GET", "/v1/tree", params={"uri": uri, "depth": depth, "limit": limit}, safe=True))
@@ -217,6 +256,13 @@ class CairnClient:
 
     def stats(self) -> dict[str, Any]:
         return self._send("GET", "/v1/stats", safe=True)
+
+    def statistics(self) -> dict[str, Any]:
+        """``GET /v1/stats`` (as ``Cairn.statistics``)."""
+        return self.stats()
+
+    def me(self) -> Me:
+        return Me.model_validate(self._send("GET", "/v1/me", safe=True))
 
     def health(self) -> Health:
         return Health.model_validate(self._send("GET", "/v1/health", safe=True))
@@ -308,6 +354,30 @@ class AsyncCairnClient:
     async def tree(self, uri: str, depth: int = 1, limit: int = 100) -> Tree:
         params = {"uri": uri, "depth": depth, "limit": limit}
         return Tree.model_validate(await self._send("GET", "/v1/tree", params=params, safe=True))
+
+    async def context(self, query: str, session_id: str | None = None, *, budget_tokens: int | None = None,
+                      **options: Any) -> ContextAnswer:
+        method, _, body, _ = _Calls.search(query, session_id, **options, **_given(budget_tokens=budget_tokens))
+        return ContextAnswer.model_validate(await self._send(method, "/v1/context", json=body, safe=True))
+
+    async def forget(self, uri: str) -> Forgotten:
+        return Forgotten.model_validate(await self._send("DELETE", "/v1/memories", params={"uri": uri}, safe=True))
+
+    async def list_memories(self, user: str, *, category: str | None = None) -> MemoryList:
+        return MemoryList.model_validate(await self._send("GET", f"/v1/users/{user}/memories",
+                                                          params=_given(category=category), safe=True))
+
+    async def list_sessions(self, user: str) -> SessionList:
+        return SessionList.model_validate(await self._send("GET", f"/v1/users/{user}/sessions", safe=True))
+
+    async def export_user(self, user: str) -> UserExport:
+        return UserExport.model_validate(await self._send("GET", f"/v1/users/{user}/export", safe=True))
+
+    async def erase_user(self, user: str) -> UserErased:
+        return UserErased.model_validate(await self._send("DELETE", f"/v1/users/{user}", safe=True))
+
+    async def me(self) -> Me:
+        return Me.model_validate(await self._send("GET", "/v1/me", safe=True))
 
     async def stats(self) -> dict[str, Any]:
         return await self._send("GET", "/v1/stats", safe=True)
