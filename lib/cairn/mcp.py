@@ -233,7 +233,7 @@ def build_server(services: "Services", *, tenant: str | None = None, user: str |
                  user: Annotated[str | None, Field(description="whose memories (a user key: always its own)")] = None,
                  category: Annotated[str | None, Field(description="only this category")] = None) -> CallToolResult:
         def body(who: Any) -> Any:
-            owner = who.user or user
+            owner = user or who.user
             if owner is None:
                 raise RequestError("memories: name the user whose memories to list")
             return ops.memories(who, owner, category)

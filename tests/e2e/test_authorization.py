@@ -55,8 +55,8 @@ PUBLIC = {"health"}
 class World:
     """The tenant's data, made again before each case that could change it."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, url: str, services: Services) -> None:
+        self.url, self.services = url, services
         self.admin = httpx.Client(base_url=url, headers={"authorization": f"Bearer {KEYS['admin']}"}, timeout=60)
 
     def call(self, key: str, method: str, path: str, params: dict | None = None, body: Any = None) -> httpx.Response:
@@ -137,7 +137,7 @@ def world(tmp_path_factory, embedder):
                     KEYS["reader"]: {"tenant": "acme", "role": "reader"},
                     KEYS["user"]: {"tenant": "acme", "user": "ann"}, GLOBEX: "globex"})
     with running(services, keys) as url:
-        w = World(url)
+        w = World(url, services)
         w.seed()
         yield w
 
@@ -223,6 +223,50 @@ def test_erasing_a_user_leaves_nothing_any_route_returns(world):
     assert not [m for m in found["memories"] + found["skills"] if "/ann/" in m["uri"]]
     assert world.call(KEYS["admin"], "GET", "/v1/tree", params={"uri": "cairn://user/ann/memories"}).status_code == 404
     assert world.ok("GET", "/v1/users/bob/memories")["memories"]  # bob untouched
+
+
+def tool_args(tool: str, whose: str, world: World) -> dict[str, Any]:
+    t, user = target(whose), OWNER.get(whose, "ann")
+    q = "what does the user drink?"
+    return {
+        "find": lambda: {"query": q, "target_uris": [t["folder"]]},
+        "search": lambda: {"query": q, "target_uris": [t["folder"]]},
+        "context": lambda: {"query": q, "target_uris": [t["folder"]]},
+        "read": lambda: {"uri": t["doc"], "level": 2},
+        "tree": lambda: {"uri": t["folder"]},
+        "remember": lambda: {"text": "Injected.", "category": "notes", "user": user},
+        "forget": lambda: {"uri": f"cairn://user/{user}/memories/profile/diet"},
+        "memories": lambda: {"user": user},
+        "add_message": lambda: {"content": "hi", "session_id": world.session(user)},
+        "commit": lambda: {"session_id": world.session(user)},
+    }[tool]()
+
+
+@pytest.mark.parametrize("tool", ["find", "read", "tree", "remember", "forget", "memories", "add_message", "commit"])
+def test_each_mcp_tool_answers_each_role_as_its_route_does(world, tool):
+    pytest.importorskip("mcp")
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from cairn.mcp import TOOL_OPERATIONS, build_server
+
+    route = {"memories": "list_memories"}.get(TOOL_OPERATIONS[tool], TOOL_OPERATIONS[tool])
+    allowed, wrong = KIND[route], []
+    servers = {role: build_server(world.services, tenant="acme", user="ann" if role == "user" else None, role=role)
+               for role in KEYS}
+    for role, server in servers.items():
+        for whose in WHOSE:
+            if allowed is USERS and whose == "shared":
+                continue
+            world.seed()
+            try:
+                result = asyncio.run(server.call_tool(tool, tool_args(tool, whose, world)))
+                outcome = "error: " + result.content[0].text if result.is_error else "ok"
+            except ToolError as exc:
+                outcome = f"error: {exc}"
+            if (outcome == "ok") != (whose in allowed[role]) or (outcome != "ok" and "may not" not in outcome
+                                                                  and "cannot" not in outcome):
+                wrong.append(f"{role} on {whose}: {tool} -> {outcome[:160]}")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_every_mcp_tool_has_a_rule_and_a_user_bound_server_refuses_others_data(world):
