@@ -39,7 +39,8 @@ T = TypeVar("T", bound=BaseModel)
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 _BY_STATUS: dict[int, type[errors.CairnError]] = {
     400: errors.RequestError, 401: errors.Unauthorized, 403: errors.Forbidden, 404: errors.NotFound,
-    409: errors.Conflict, 413: errors.PayloadTooLarge, 422: errors.IngestError, 429: errors.Throttled,
+    409: errors.Conflict, 413: errors.PayloadTooLarge, 415: errors.UnsupportedMediaType, 422: errors.IngestError,
+    429: errors.Throttled,
     502: errors.UpstreamError, 503: errors.Unavailable,
 }
 

@@ -11,7 +11,8 @@ per vendor; no other module decides a status::
     │   ├── FilterError                 400  every problem at once, each with its path
     │   │   └── UnsupportedFilterError  400  valid, but the backend cannot express it exactly
     │   ├── RecordValidationError       400  (also a VectorStoreError)
-    │   └── PayloadTooLarge             413  a request or response past a size limit
+    │   ├── PayloadTooLarge             413  a request or response past a size limit
+    │   └── UnsupportedMediaType        415  a body that is not JSON
     ├── Unauthorized                    401  no credentials, or unknown ones
     ├── Forbidden                       403  credentials that may not do this
     ├── NotFound                        404  one family for everything that is not there
@@ -116,6 +117,13 @@ class PayloadTooLarge(RequestError):
 
     code = "payload_too_large"
     status = 413
+
+
+class UnsupportedMediaType(RequestError):
+    """A request body of a type the API does not read (it reads JSON)."""
+
+    code = "unsupported_media_type"
+    status = 415
 
 
 class Unauthorized(CairnError):

@@ -27,7 +27,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from .. import __version__
 from ..app import Principal
 from ..app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
-from ..errors import CairnError, PayloadTooLarge, RequestError, RouteNotFound, UpstreamError
+from ..errors import CairnError, PayloadTooLarge, RequestError, RouteNotFound, UnsupportedMediaType, UpstreamError
 from ..memory import CommitResult, RememberResult
 from ..models import FindResponse
 from ..observability.logging import get_logger
@@ -280,12 +280,43 @@ def resolve(app: APIGatewayHttpResolver, event: dict[str, Any], context: Any = N
     """Answer one API Gateway event (both doors call this). The body is checked first, so that
     a body that is not base64 when it says so, not UTF-8, not JSON, nested too deeply, with a
     number of thousands of digits, with NaN/Infinity or a lone surrogate is a 400, not a 500."""
+    rid = str((event.get("requestContext") or {}).get("requestId") or uuid.uuid4())
+    try:
+        event = as_json_event(event)
+    except UnsupportedMediaType as exc:
+        return {"statusCode": 415, "headers": {"Content-Type": "application/json"},
+                "body": json.dumps({**exc.to_dict(), "request_id": rid})}
     problem = body_problem(event)
     if problem is not None:
-        rid = str((event.get("requestContext") or {}).get("requestId") or uuid.uuid4())
         body = {**RequestError(problem).to_dict(), "request_id": rid}
         return {"statusCode": 400, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body)}
     return app.resolve(event, context)
+
+
+_JSON_TYPES = ("application/json",)
+_LENIENT_TYPES = ("", "application/x-www-form-urlencoded", "text/plain")  # what `curl -d` and plain clients send
+
+
+def as_json_event(event: dict[str, Any]) -> dict[str, Any]:
+    """The event with a body the route table reads as JSON. ``curl -d`` sends JSON as
+    ``application/x-www-form-urlencoded``, plain clients as ``text/plain`` or with no type: a body
+    that is JSON is read as JSON whatever such a header says. Any other type (multipart form data,
+    XML, ...) is a 415 that names the header to send."""
+    if event.get("body") in (None, ""):
+        return event
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    declared = headers.get("content-type", "").split(";")[0].strip().lower()
+    if declared in _JSON_TYPES:
+        return event
+    if declared not in _LENIENT_TYPES and not declared.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"the request body is {declared!r}; this API reads JSON: send 'Content-Type: application/json' "
+            "with a JSON body")
+    if body_problem(event) is not None:
+        raise UnsupportedMediaType(
+            f"the request body is not JSON (Content-Type {declared or 'missing'!r}); send a JSON body with "
+            "'Content-Type: application/json' (curl: -H 'Content-Type: application/json' -d '{...}')")
+    return {**event, "headers": {**headers, "content-type": "application/json"}}
 
 
 def _no_constant(name: str) -> Any:
