@@ -71,7 +71,7 @@ def test_progressive_reading_and_browsing(acme):
     assert "five business days" in body.text and body.next_offset is None
     page = acme.contents(f"{ROOT}/billing/refunds.md", level=2, max_chars=20)
     assert len(page.text) == 20 and page.next_offset == 20
-    assert acme.read(f"{ROOT}/billing/refunds.md", level=2) == body.text  # every page, joined
+    assert acme.read(f"{ROOT}/billing/refunds.md", level=2).text == body.text  # every page, joined
     tree = acme.tree(ROOT, depth=2)
     billing = next(n for n in tree.children if n.uri == f"{ROOT}/billing")
     assert billing.kind == "directory" and billing.children_total == 2
