@@ -67,7 +67,8 @@ def export(pipeline: Pipeline, user: str) -> UserExport:
 
 
 def erase(pipeline: Pipeline, user: str) -> UserErased:
-    """Delete the user's records (index and content store) and sessions; counts of what went."""
+    """Delete the user's records (index and content store; the store drops their use counts with
+    them) and sessions; counts of what went."""
     root = user_root(user)
     store, tenant = pipeline.store, pipeline.tenant
     records = int(store.delete_by_filter(tenant, {"$or": [{"ancestors": root}, {"uri": root}]}))
@@ -78,7 +79,4 @@ def erase(pipeline: Pipeline, user: str) -> UserErased:
         for session in pipeline.sessions.list_sessions(tenant, user):
             messages_removed += len(pipeline.sessions.list_messages(tenant, session.id))
             sessions_removed += int(pipeline.sessions.delete(tenant, session.id))
-    recorder = pipeline.services.recorder
-    if recorder is not None and hasattr(recorder, "forget_under"):
-        recorder.forget_under(tenant, root)  # use counts kept beside the index, when the store keeps them
     return UserErased(user=user, records=records, sessions=sessions_removed, messages=messages_removed)
