@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..ingest.sources import PayloadDocument
+from ..context import ContextBlock as ContextAnswer  # the API answers the block as the library builds it
 from ..requests import FindRequest, no_tenant
 
 MAX_DOCUMENTS_PER_REQUEST = 1000
@@ -49,28 +50,6 @@ class ContextBody(SearchBody):
     def request(self) -> FindRequest:
         return FindRequest(**self.model_dump(exclude={"session_id", "rerank", "budget_tokens"}, exclude_unset=True)
                            | {"mode": self.mode})
-
-
-class ContextPassage(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    n: int = Field(description="the citation number the block's text uses ([n])")
-    uri: str
-    context_type: str
-    title: str = ""
-    score: float = 0.0
-    text: str = ""
-
-
-class ContextAnswer(BaseModel):
-    """A prompt-ready block: memories, skills and resources deduplicated, each passage numbered."""
-
-    model_config = ConfigDict(extra="allow")
-
-    text: str = Field(description="the block to paste into a prompt")
-    tokens: int = Field(description="its size in tokens, counted as the server counts them")
-    budget_tokens: int
-    passages: list[ContextPassage] = Field(default_factory=list)
 
 
 class SessionDeleted(BaseModel):

@@ -101,7 +101,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
     def context(body: ContextBody) -> ContextAnswer:
         block = ops.context(caller(), body.request(), body.session_id, budget_tokens=body.budget_tokens,
                             rerank=body.rerank, limit_given="limit" in body.model_fields_set)
-        return ContextAnswer.model_validate(block.model_dump(mode="json"))
+        return block
 
     # ------------------------------------------------------------------ sessions
 
