@@ -43,6 +43,17 @@ function unavailableOr(err, what) {
   return err.unavailable ? notice("unavailable", `${what}: ${UNAVAILABLE}`) : notice("error", describe(err));
 }
 
+/** GET /v1/users/{user}/{what}: the list, or null once the box says why there is none. */
+async function userList(box, user, what) {
+  clear(box, h("p", { class: "muted" }, "loading…"));
+  try {
+    return (await ctx.api.get(`/v1/users/${encodeURIComponent(user)}/${what}`))[what] || [];
+  } catch (err) {
+    clear(box, unavailableOr(err, `a user's ${what} (GET /v1/users/{user}/${what})`));
+    return null;
+  }
+}
+
 function when(epoch) {
   return epoch ? new Date(epoch * 1000).toISOString().replace("T", " ").slice(0, 19) : "";
 }
@@ -50,15 +61,9 @@ function when(epoch) {
 async function sessions(user) {
   const box = $("#u-sessions", root);
   const pre = $("#u-prefetched", root);
-  clear(box, h("p", { class: "muted" }, "loading…"));
   clear(pre);
-  let found;
-  try {
-    found = (await ctx.api.get(`/v1/users/${encodeURIComponent(user)}/sessions`)).sessions || [];
-  } catch (err) {
-    clear(box, unavailableOr(err, "a user's sessions (GET /v1/users/{user}/sessions)"));
-    return;
-  }
+  const found = await userList(box, user, "sessions");
+  if (!found) return;
   if (!found.length) {
     clear(box, notice("info", `no sessions for ${user}`));
     return;
@@ -98,14 +103,8 @@ function prefetched(view) {
 
 async function memories(user) {
   const box = $("#u-memories", root);
-  clear(box, h("p", { class: "muted" }, "loading…"));
-  let found;
-  try {
-    found = (await ctx.api.get(`/v1/users/${encodeURIComponent(user)}/memories`)).memories || [];
-  } catch (err) {
-    clear(box, unavailableOr(err, "a user's memories (GET /v1/users/{user}/memories)"));
-    return;
-  }
+  const found = await userList(box, user, "memories");
+  if (!found) return;
   if (!found.length) return clear(box, notice("info", `no memories of ${user}`));
   const byCategory = new Map();
   for (const m of found) {
