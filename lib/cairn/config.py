@@ -10,7 +10,8 @@ Environment variables (all optional; the embedded default needs none)::
     CAIRN_HOME, CAIRN_TENANT, CAIRN_SCORE_THRESHOLD, CAIRN_DEFAULT_LIMIT, CAIRN_PLANNER,
     CAIRN_ALPHA, CAIRN_HOTNESS_WEIGHT, CAIRN_STATE_MACHINE_ARN, CAIRN_FIND_HYBRID, CAIRN_SEARCH_HYBRID,
     CAIRN_PLANNER_MIN_CONFIDENCE, CAIRN_PLANNER_STOP_WORDS (comma-separated), CAIRN_MEMORY_EXTRACTION,
-    CAIRN_MEMORY_WINDOW, CAIRN_MEMORY_HYBRID, CAIRN_RECORD_USE
+    CAIRN_MEMORY_WINDOW, CAIRN_MEMORY_HYBRID, CAIRN_RECORD_USE,
+    CAIRN_LANGUAGE (auto|en|zh|ja|de|...), CAIRN_TENANT_LANGUAGES (acme=zh,globex=de)
     CAIRN_STORE=local|pinecone|opensearch     + CAIRN_STORE_PATH, CAIRN_PINECONE_*, CAIRN_OPENSEARCH_*
     CAIRN_EMBEDDER=local|bedrock|litellm      + CAIRN_EMBEDDING_MODEL, _DIMENSION, _REGION,
                                                 CAIRN_EMBEDDING_BASE_URL, _API_KEY, _BATCH_SIZE
@@ -29,9 +30,10 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .text.languages import LANGUAGES, check
 
 ENV_PREFIX = "CAIRN_"
 
@@ -72,6 +74,8 @@ class OpenSearchSettings(_Settings):
     max_retries: int = 3
     backoff_s: float = 0.2  # first retry delay; doubles per retry (with jitter), capped at 5 s
     verify_certs: bool = True
+    # languages with their own analysed subfields (CAIRN_OPENSEARCH_LANGUAGES=zh,ja,de; English always)
+    languages: tuple[str, ...] = tuple(code for code in LANGUAGES if code != "en")
 
 
 StoreSettings = Annotated[
@@ -83,9 +87,11 @@ StoreSettings = Annotated[
 
 
 class LocalEmbedderSettings(_Settings):
-    """all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions), shipped on PyPI: the embedded default."""
+    """all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions, English), shipped on PyPI: the embedded default;
+    or multilingual-e5-small (4-bit, 384 dimensions, ~100 languages; CAIRN_EMBEDDING_MODEL)."""
 
     provider: Literal["local"] = "local"
+    model: Literal["all-MiniLM-L6-v2", "multilingual-e5-small"] = "all-MiniLM-L6-v2"
     batch_size: int = Field(default=8, ge=1, le=1024)  # 8: a third of the memory of 32, no slower (benchmarks/README.md)
 
 
@@ -251,6 +257,20 @@ class Settings(_Settings):
     fetch_max_requests: int = Field(default=30_000, ge=1, le=10_000_000)
     fetch_max_bytes: int = Field(default=2_000_000_000, ge=1, le=10**13)
     context_budget_tokens: int = Field(default=1500, ge=50, le=200_000)  # tokens of a context block by default
+    # --- languages (issue 25): "auto" detects each document's and query's language; a code fixes it
+    language: str = "auto"  # CAIRN_LANGUAGE: every tenant's default
+    tenant_languages: dict[str, str] = Field(default_factory=dict)  # CAIRN_TENANT_LANGUAGES=acme=zh,globex=de
+
+    @field_validator("language")
+    @classmethod
+    def _language(cls, value: str) -> str:
+        return check(value, setting="language (CAIRN_LANGUAGE)")
+
+    @field_validator("tenant_languages")
+    @classmethod
+    def _tenant_languages(cls, value: dict[str, str]) -> dict[str, str]:
+        return {tenant: check(code, setting=f"the language of tenant {tenant!r} (CAIRN_TENANT_LANGUAGES)")
+                for tenant, code in value.items()}
 
 
 # --------------------------------------------------------------------------- from the environment
@@ -264,7 +284,10 @@ def _env_store(env: dict[str, str], home: Path) -> dict[str, Any]:
     backend = env.get("CAIRN_STORE") or "local"
     if backend == "local":
         return {"backend": "local", "path": env.get("CAIRN_STORE_PATH") or str(home / "store")}
-    return {"backend": backend, **_prefixed(env, f"CAIRN_{backend.upper()}_")}
+    fields: dict[str, Any] = _prefixed(env, f"CAIRN_{backend.upper()}_")
+    if backend == "opensearch" and "languages" in fields:
+        fields["languages"] = tuple(w.strip().lower() for w in fields["languages"].split(",") if w.strip())
+    return {"backend": backend, **fields}
 
 
 def _env_services(env: dict[str, str]) -> dict[str, Any]:
@@ -300,7 +323,7 @@ def _for_chosen(fields: dict[str, Any], family: tuple[type[BaseModel], ...], tag
 
 _SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn",
             "find_hybrid", "search_hybrid", "planner_min_confidence", "memory_extraction", "memory_window",
-            "memory_hybrid", "record_use", "fetch_max_requests", "fetch_max_bytes", "context_budget_tokens")
+            "memory_hybrid", "record_use", "fetch_max_requests", "fetch_max_bytes", "context_budget_tokens", "language")
 
 
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -323,6 +346,8 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
             data[key] = value
     if env.get("CAIRN_FETCH_ALLOW_HOSTS"):
         data["fetch_allow_hosts"] = tuple(h.strip() for h in env["CAIRN_FETCH_ALLOW_HOSTS"].split(",") if h.strip())
+    if env.get("CAIRN_TENANT_LANGUAGES"):
+        data["tenant_languages"] = _pairs(env["CAIRN_TENANT_LANGUAGES"], "CAIRN_TENANT_LANGUAGES")
     if env.get("CAIRN_PLANNER_STOP_WORDS"):
         data["planner_stop_words"] = tuple(w.strip() for w in env["CAIRN_PLANNER_STOP_WORDS"].split(",") if w.strip())
     data.update({k: v for k, v in overrides.items() if v is not None})
@@ -330,6 +355,18 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError("invalid settings: " + "; ".join(_problem(e) for e in exc.errors())) from None
+
+
+def _pairs(value: str, name: str) -> dict[str, str]:
+    """``"acme=zh, globex=de"`` as a dict; a ConfigError naming the bad item otherwise."""
+    out: dict[str, str] = {}
+    for item in (i.strip() for i in value.split(",")):
+        tenant, sep, code = item.partition("=")
+        if item and (not sep or not tenant.strip() or not code.strip()):
+            raise ConfigError(f"{name}: {item!r} is not tenant=language (e.g. acme=zh,globex=de)")
+        if item:
+            out[tenant.strip()] = code.strip()
+    return out
 
 
 def _problem(error: Any) -> str:

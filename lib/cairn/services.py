@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import Settings, load_settings
 from .errors import ConfigError, require
+from .text.languages import LanguagePolicy
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -71,6 +72,10 @@ class Services:
     @cached_property
     def embedder(self) -> Embedder:
         cfg = self.settings.embedder
+        if cfg.provider == "local" and cfg.model == "multilingual-e5-small":
+            from .embeddings.local_e5 import LocalE5Embedder
+
+            return LocalE5Embedder(batch_size=cfg.batch_size)
         if cfg.provider == "local":
             require("onnxruntime", extra="local", feature="the local embedder")
             from .embeddings.local import LocalEmbedder
@@ -90,12 +95,17 @@ class Services:
         )
 
     @cached_property
+    def languages(self) -> LanguagePolicy:
+        """Which language each tenant's text is read in (CAIRN_LANGUAGE, CAIRN_TENANT_LANGUAGES)."""
+        return LanguagePolicy(self.settings.language, tuple(sorted(self.settings.tenant_languages.items())))
+
+    @cached_property
     def store(self) -> VectorStore:
         cfg = self.settings.store
         if cfg.backend == "local":
             from .vectorstores.local import LocalVectorStore
 
-            return LocalVectorStore(cfg.path, dimension=self.embedder.dimension)
+            return LocalVectorStore(cfg.path, dimension=self.embedder.dimension, languages=self.languages)
         if cfg.backend == "pinecone":
             require("pinecone", extra="pinecone", feature="the Pinecone store")
             from .vectorstores.pinecone import PineconeVectorStore
@@ -107,7 +117,8 @@ class Services:
 
         if cfg.password:
             cfg = cfg.model_copy(update={"password": self.secret(cfg.password, "store.password")})
-        return _checked(OpenSearchVectorStore.from_settings(cfg, self.embedder.dimension), self.embedder)
+        return _checked(OpenSearchVectorStore.from_settings(cfg, self.embedder.dimension, language_policy=self.languages),
+                        self.embedder)
 
     @cached_property
     def llm(self) -> Any:

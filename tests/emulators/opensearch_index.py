@@ -74,13 +74,25 @@ _ENGLISH_STOP = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there "
     "these they this to was will with".split()
 )
-ANALYZERS = ("standard", "english")
+# The language analyzers: OpenSearch's built-in ones (german, french, ...) and the smartcn and
+# kuromoji plugins that Amazon OpenSearch Service installs on every domain, each by language code.
+LANGUAGE_ANALYZERS = {"german": "de", "french": "fr", "spanish": "es", "italian": "it", "portuguese": "pt",
+                      "dutch": "nl", "swedish": "sv", "danish": "da", "norwegian": "no", "finnish": "fi",
+                      "russian": "ru", "smartcn": "zh", "kuromoji": "ja"}
+ANALYZERS = ("standard", "english", *LANGUAGE_ANALYZERS)
 
 
 def analyze(text: str, analyzer: str | None = None) -> list[str]:
     """A built-in analyzer, near enough. ``standard``: Unicode word tokens, lower-cased, no stop
     words; ``english``: the same without English stop words, reduced to Porter stems (the Snowball
-    English stemmer stands in for Lucene's PorterStemFilter)."""
+    English stemmer stands in for Lucene's PorterStemFilter). A language analyzer (``german``,
+    ``smartcn``, ``kuromoji``, ...): that language's stop words and Snowball stems, Chinese and
+    Japanese cut into words by a dictionary segmenter (jieba and IPADIC stand in for smartcn's
+    HMM dictionary and kuromoji's IPADIC)."""
+    if analyzer in LANGUAGE_ANALYZERS:
+        from cairn.text import words
+
+        return words([text], LANGUAGE_ANALYZERS[analyzer])[0]
     tokens = [t.lower() for t in _TOKEN_RE.findall(text)]
     if analyzer == "english":
         import Stemmer

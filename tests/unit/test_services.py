@@ -77,6 +77,8 @@ def _probes(tmp: Path) -> dict[str, Any]:
         "fetch_max_requests": (7, lambda s: s.fetch_policy.max_requests == 7),
         "fetch_max_bytes": (1000, lambda s: s.fetch_policy.max_bytes == 1000),
         "context_budget_tokens": (321, lambda s: s.application.default_budget == 321),
+        "language": ("zh", lambda s: s.store.languages.for_tenant("acme") == "zh"),
+        "tenant_languages": ({"acme": "ja"}, lambda s: s.store.languages.for_tenant("acme") == "ja"),
     }
 
 

@@ -32,6 +32,10 @@ class Embedder(ABC):
     batch_size: int = 32
     # capability: the model embeds queries and documents differently (Cohere, Voyage, Gemini...)
     distinguishes_input_type: bool = False
+    # the languages (ISO 639-1, as :data:`cairn.text.LANGUAGES`) the model was trained to embed; None:
+    # many (a multilingual model) or not declared. Part of the embedder's identity: ingestion tells a
+    # tenant whose documents are in another language that their dense scores are noise
+    languages: frozenset[str] | None = None
     # retries of a retryable error from one batch (throttling, timeouts); none for a local model
     retry_policy: RetryPolicy = RetryPolicy(attempts=1)
     sleep: Callable[[float], None] = staticmethod(time.sleep)
@@ -127,6 +131,22 @@ def check_dimension(embedder: Embedder, store: Any) -> int:
         f"(Titan v2 takes 256, 512 or 1024), or create a new index with dimension {want} and ingest again",
         details={"embedder": embedder.name, "embedder_dimension": want, "index_dimension": int(found)},
     )
+
+
+def uncovered_languages(embedder: Embedder, texts: Sequence[str]) -> dict[str, int]:
+    """How many of ``texts`` are in a language ``embedder`` does not declare (language → count);
+    empty for a multilingual embedder. Detection reads each text's first characters only."""
+    covered = embedder.languages
+    if covered is None:
+        return {}
+    from ..text import detect
+
+    counts: dict[str, int] = {}
+    for text in texts:
+        code = detect(text)
+        if code not in covered:
+            counts[code] = counts.get(code, 0) + 1
+    return counts
 
 
 def normalize(mat: np.ndarray) -> np.ndarray:

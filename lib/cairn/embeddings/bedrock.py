@@ -10,6 +10,11 @@ Wire format: ``POST /model/{modelId}/invoke`` with a JSON body; the answer is JS
   texts per call, ``{"texts", "input_type": "search_query" | "search_document", "truncate": "END"}``
   → ``{"embeddings": [[...], ...]}``; 1024 dimensions.
 
+Which for which languages (docs/languages.md): Titan v2 (the default) and Cohere multilingual v3
+embed 100+ languages, Chinese, Japanese and German included (Cohere multilingual is the one
+trained for retrieval across languages); Cohere english v3 is English only, and says so
+(``languages``), so a tenant writing Chinese is told at ingest.
+
 botocore's own retries are off: throttling (``ThrottlingException``, 429), 5xx errors, timeouts
 and lost connections (``cairn.retry``'s one definition) are retryable ``EmbeddingError``s that the
 ``Embedder`` base retries through the one ``RetryPolicy`` (``max_retries``, ``backoff_s``);
@@ -91,6 +96,8 @@ class BedrockEmbedder(Embedder):
             raise ConfigError(f"{self.name}: dimension {dimension} is not offered; allowed: {allowed}")
         self.dimension = chosen
         self.distinguishes_input_type = self.family.kind == "cohere-v3"
+        # Titan v2 and Cohere multilingual v3 embed 100+ languages; Cohere english v3 English only
+        self.languages = frozenset({"en"}) if "embed-english" in model else None
         if batch_size < 1:
             raise ConfigError(f"{self.name}: batch_size must be at least 1, got {batch_size}")
         self.concurrency = max(1, int(concurrency))

@@ -138,6 +138,7 @@ def _pool(sessions: int, threads: int) -> _Pool:
 class LocalEmbedder(Embedder):
     name = "local-minilm"
     dimension = DIMENSION
+    languages = frozenset({"en"})  # all-MiniLM-L6-v2 was trained on English pairs only
 
     def __init__(self, batch_size: int = 8, threads: int = 0, sessions: int = 0) -> None:
         """``sessions`` single-thread sessions (0: one per usable core); ``threads`` > 0 instead

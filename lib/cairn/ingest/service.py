@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .. import uri as uris
 from ..embeddings import Embedder
+from ..embeddings.base import uncovered_languages
 from ..errors import CairnError, IngestError
 from ..models import ContextRecord, Level, record_id
 from ..vectorstores import VectorStore
@@ -81,6 +82,23 @@ class IngestReport:
     @property
     def records_per_second(self) -> float:
         return self.records / self.seconds if self.seconds else 0.0
+
+
+def language_warnings(embedder: Embedder, texts: list[str]) -> list[str]:
+    """A warning when documents are written in a language the embedder was not trained on: their
+    dense scores are noise (keyword search still reads them, in their language)."""
+    uncovered = uncovered_languages(embedder, texts)
+    if not uncovered:
+        return []
+    from ..text import LANGUAGES
+
+    said = ", ".join(f"{n} in {LANGUAGES[c].name if c in LANGUAGES else 'another script'}"
+                     for c, n in sorted(uncovered.items(), key=lambda kv: -kv[1]))
+    covered = ", ".join(sorted(embedder.languages or ()))
+    return [f"{sum(uncovered.values())} of {len(texts)} document(s) are in a language the embedder {embedder.name!r} "
+            f"does not cover ({said}; it covers: {covered}): their meaning is not searched, only their words. "
+            "Choose a multilingual embedder: CAIRN_EMBEDDING_MODEL=multilingual-e5-small (local), "
+            "or Bedrock Titan v2 / cohere.embed-multilingual-v3 (docs/languages.md)"]
 
 
 def _quiet(stage: str, done: int, total: int) -> None:
@@ -237,6 +255,8 @@ class Ingestor:
             fresh = {u: b for u, b in tree.bodies.items() if u in tree.changed_nodes or u not in stored}
             self._put_bodies(fresh)
         self._write([p for p in tree.records if p.changed], report, progress)  # 2.
+        report.warnings += language_warnings(self.embedder, [p.embed_text for p in tree.records
+                                                              if p.changed and p.record.level is Level.DETAIL])
         gone = sorted(stored - tree.nodes)
         stale = self._stale_ids(tree, gone)
         if stale:  # 3. records of what disappeared

@@ -1,41 +1,32 @@
 """Words for keyword (BM25) search: one tokenizer for the local store and the local reranker.
 
-Text is lower-cased and split by ``bm25s`` (words of two characters or more), English stop words
-are dropped and every word is reduced to its stem by the Snowball English stemmer (PyStemmer,
-a C extension): "flows", "flowing" and "flow" are one term, so a question matches a document
-that words the same idea in another form. Stemming is the one step every classic BM25 setup
-takes and cairn's did not; measured on every shared collection it raised hybrid nDCG@10 and
-did not change the best fusion weight (benchmarks/README.md, "Keyword stemming").
+Each text is analysed by the language it is written in (:mod:`cairn.text`): Chinese and
+Japanese are cut into words by a segmenter; the other languages are split by ``bm25s`` (words
+of two characters or more), their stop words dropped and every word reduced to its Snowball
+stem (PyStemmer): "flows", "flowing" and "flow" are one term, so a question matches a document
+that words the same idea in another form. English is analysed exactly as before (bm25s's
+English stop words, the Snowball English stemmer; benchmarks/README.md, "Keyword stemming").
 
-OpenSearch does the same with its built-in ``english`` analyzer on the text fields
+OpenSearch does the same with an analyzer per language on subfields of the text fields
 (:mod:`cairn.vectorstores.opensearch`), so a keyword score means the same on both backends.
-Both libraries are imported on first use: a dense-only process never loads them.
+The libraries are imported on first use: a dense-only process never loads them.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
-from ..errors import require
-
-LANGUAGE = "english"
-STOPWORDS = "en"
-
-
-@lru_cache(maxsize=1)
-def _libraries() -> tuple[Any, Any]:
-    bm25s = require("bm25s", extra="local", feature="keyword search on the local store")
-    stemmer = require("Stemmer", extra="local", feature="keyword search on the local store").Stemmer(LANGUAGE)
-    return bm25s, stemmer
+from .. import text as _text
+from ..text.analyze import bm25s as _bm25s
 
 
 def bm25s() -> Any:
     """The ``bm25s`` module (imported once)."""
-    return _libraries()[0]
+    return _bm25s()
 
 
-def tokenize(texts: list[str]) -> list[list[str]]:
-    """Each text as its stemmed, stop-word-free words, in order."""
-    lib, stemmer = _libraries()
-    return lib.tokenize(texts, stopwords=STOPWORDS, stemmer=stemmer.stemWords, return_ids=False, show_progress=False)  # type: ignore[no-any-return]
+def tokenize(texts: list[str], language: str | None = None) -> list[list[str]]:
+    """Each text as its words for keyword search, in order: segmented (Chinese, Japanese) or
+    stemmed with stop words dropped (the others), by each text's detected language, or by
+    ``language`` when the tenant fixed it (an ISO 639-1 code; None or ``"auto"``: detect)."""
+    return _text.words(texts, language)

@@ -37,6 +37,7 @@ import numpy as np
 from ..errors import VectorStoreError
 from ..filters import tree as t
 from ..models import ContextRecord
+from ..text import AUTO, LanguagePolicy
 from . import local_keywords as kw
 from . import local_persistence as persist
 from .base import Capabilities, SearchMode, VectorHit, VectorQuery, VectorStore, validate_tenant
@@ -358,9 +359,11 @@ def _blas_controller() -> Any:
 class LocalVectorStore(VectorStore):
     backend = "local"
 
-    def __init__(self, path: str | Path | None, *, dimension: int) -> None:
+    def __init__(self, path: str | Path | None, *, dimension: int, languages: LanguagePolicy = AUTO) -> None:
         super().__init__(dimension=dimension)
         self.path = Path(path) if path is not None else None
+        # a tenant's fixed language: its queries' words are read in it (documents: each its own, detected)
+        self.languages = languages
         self._parts: dict[str, _Partition] = {}
         self._lock = threading.RLock()
         self._disk = (
@@ -515,7 +518,7 @@ class LocalVectorStore(VectorStore):
         return [self._hit(part, r, s, req, used.get(part.ids[r])) for r, s in ranked]
 
     def _keyword_ranking(self, part: _Partition, req: VectorQuery, mask: np.ndarray | None) -> list[tuple[int, float]]:
-        scores = part.keywords.scores(req.text or "")
+        scores = part.keywords.scores(req.text or "", self.languages.for_tenant(req.tenant))
         if scores is None:
             return []
         keep = scores > 0

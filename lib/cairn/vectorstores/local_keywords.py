@@ -179,15 +179,16 @@ class KeywordIndex:
         self.owner[live] = start
         self.owner_row[live] = np.arange(len(live))
 
-    def scores(self, text: str) -> np.ndarray | None:
-        """BM25 of every partition row for ``text``; None when no query word occurs in a live row."""
+    def scores(self, text: str, language: str | None = None) -> np.ndarray | None:
+        """BM25 of every partition row for ``text`` (its words read in ``language`` when the tenant
+        fixed one, else in its detected language); None when no query word occurs in a live row."""
         n = self.n
         total = float(self.lengths.sum()) if n else 0.0
         if not n or total <= 0:
             return None
         avgdl = total / n
         out: np.ndarray | None = None
-        for term, weight in _weights(keywords.tokenize([text])[0]).items():
+        for term, weight in _weights(keywords.tokenize([text], language)[0]).items():
             rows, tfs = self._postings(term)
             if not len(rows):
                 continue

@@ -6,7 +6,8 @@
 * Dense search puts the filter *inside* the ``knn`` clause (efficient filtering: the k
   neighbours come from the filtered set). Scores are turned back from OpenSearch's
   ``(1 + cos) / 2`` into the cosine similarity, so every backend reports the same number.
-* Keyword search is BM25 ``multi_match`` over ``title.text^2``, ``abstract`` and ``text``;
+* Keyword search is BM25 ``multi_match`` over ``title.text^2``, ``abstract`` and ``text``, or
+  their subfields of the query's language (``text.zh``: smartcn, ``text.ja``: kuromoji, ...);
   hybrid runs dense and keyword in one ``_msearch`` and fuses their scores (:mod:`.fusion`).
 * ``query_many`` is one ``_msearch`` round trip; upserts are chunked ``_bulk`` requests.
 * Requests that fail with a retryable status (:mod:`cairn.retry`), a timeout or a connection
@@ -33,6 +34,7 @@ from ..errors import (
     VectorStoreUnavailable,
 )
 from ..models import ContextRecord
+from ..text import AUTO, LANGUAGES, LanguagePolicy, language_of
 from ..retry import RetryPolicy, is_retryable_status
 from .base import (
     Capabilities,
@@ -50,19 +52,31 @@ KEYWORD_FIELDS = ("title.text^2", "abstract", "text")
 _MAX_ID_BYTES = 512
 _KEYWORD = {"type": "keyword"}
 # Full text is analysed with the built-in ``english`` analyzer (stop words, Porter stems), as the
-# local store's keyword search (:mod:`cairn.vectorstores.keywords`). An index created before it
-# keeps the standard analyzer until it is re-created (analyzers cannot change in place).
+# local store's keyword search (:mod:`cairn.vectorstores.keywords`). Each of ``title``,
+# ``abstract`` and ``text`` also has a subfield per other language, analysed by that language's
+# analyzer (``text.zh``: smartcn, ``text.ja``: kuromoji, ``text.de``: german, ...: the table
+# :data:`cairn.text.LANGUAGES`); a query is matched on the subfields of its own language (the
+# tenant's fixed language, else the query's detected one), so a Chinese question meets Chinese
+# words cut by a Chinese segmenter and an English one the English stems as before. An index
+# created before a subfield existed keeps working without it until it is re-created.
 _ENGLISH_TEXT = {"type": "text", "analyzer": "english"}
-_TEXT_WITH_KEYWORD = {**_ENGLISH_TEXT, "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+SUBFIELD_LANGUAGES = tuple(code for code in LANGUAGES if code != "en")
 
 
-def index_body(dimension: int, engine: str) -> dict[str, Any]:
-    """Settings and mappings of the cairn index (``knn`` on, one ``knn_vector`` field ``vector``)."""
+def _subfields(languages: tuple[str, ...]) -> dict[str, Any]:
+    return {code: {"type": "text", "analyzer": LANGUAGES[code].opensearch} for code in languages}
+
+
+def index_body(dimension: int, engine: str, languages: tuple[str, ...] = SUBFIELD_LANGUAGES) -> dict[str, Any]:
+    """Settings and mappings of the cairn index (``knn`` on, one ``knn_vector`` field ``vector``;
+    a subfield per language of ``languages`` on every text field)."""
     keyword_fields = ("tenant", "id", "uri", "parent_uri", "ancestors", "context_type", "owner", "tags", "content_hash")
     properties: dict[str, Any] = {name: dict(_KEYWORD) for name in keyword_fields}
-    properties["title"] = {"type": "keyword", "fields": {"text": dict(_ENGLISH_TEXT)}}  # filters read it exactly
-    properties["abstract"] = dict(_TEXT_WITH_KEYWORD)
-    properties["text"] = dict(_TEXT_WITH_KEYWORD)
+    per_language = _subfields(languages)
+    # filters read the title exactly; its words are ``title.text`` (English) and ``title.<language>``
+    properties["title"] = {"type": "keyword", "fields": {"text": dict(_ENGLISH_TEXT), **per_language}}
+    for name in ("abstract", "text"):
+        properties[name] = {**_ENGLISH_TEXT, "fields": {"keyword": {"type": "keyword", "ignore_above": 256}, **per_language}}
     properties.update({name: {"type": "long"} for name in ("depth", "level", "active_count")})
     properties.update({name: {"type": "double"} for name in ("created_at", "updated_at")})
     properties["metadata"] = {"type": "object", "dynamic": True}
@@ -81,6 +95,14 @@ def index_body(dimension: int, engine: str) -> dict[str, Any]:
             "properties": properties,
         },
     }
+
+
+def keyword_fields(language: str | None, languages: tuple[str, ...] = SUBFIELD_LANGUAGES) -> list[str]:
+    """The fields a keyword query in ``language`` is matched on: that language's subfields when
+    the index has them, else the English-analysed fields (English, and any other language)."""
+    if language and language in languages:
+        return [f"title.{language}^2", f"abstract.{language}", f"text.{language}"]
+    return list(KEYWORD_FIELDS)
 
 
 def doc_id(tenant: str, record_id: str) -> str:
@@ -143,8 +165,15 @@ class OpenSearchVectorStore(VectorStore):
         refresh: str | bool = "wait_for",
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] | None = None,
+        languages: tuple[str, ...] = SUBFIELD_LANGUAGES,
+        language_policy: LanguagePolicy = AUTO,
     ) -> None:
         super().__init__(dimension=dimension)
+        unknown = [code for code in languages if code not in SUBFIELD_LANGUAGES]
+        if unknown:
+            raise ConfigError(f"opensearch languages {unknown} are not analysed by cairn (CAIRN_OPENSEARCH_LANGUAGES); "
+                              f"allowed: {', '.join(SUBFIELD_LANGUAGES)} (English is always there)")
+        self.languages, self.language_policy = tuple(languages), language_policy
         if engine not in ("lucene", "faiss"):
             raise ConfigError(f"opensearch engine {engine!r} is not supported; use 'lucene' or 'faiss'")
         if client is None and not url:
@@ -168,7 +197,7 @@ class OpenSearchVectorStore(VectorStore):
             auth=settings.auth, username=settings.username, password=settings.password,
             region=settings.region, service=settings.service, timeout_s=settings.timeout_s,
             max_retries=settings.max_retries, backoff_s=settings.backoff_s,
-            verify_certs=settings.verify_certs, **kwargs,
+            verify_certs=settings.verify_certs, languages=settings.languages, **kwargs,
         )
 
     def _build_client(
@@ -311,7 +340,7 @@ class OpenSearchVectorStore(VectorStore):
         with self._index_lock:
             if not self._index_ready and not self._client.indices.exists(index=self.index):
                 try:
-                    self._client.indices.create(index=self.index, body=index_body(self.dimension, self.engine))
+                    self._client.indices.create(index=self.index, body=index_body(self.dimension, self.engine, self.languages))
                 except RequestError as exc:  # another writer created it first
                     if exc.error != "resource_already_exists_exception":
                         raise
@@ -376,7 +405,9 @@ class OpenSearchVectorStore(VectorStore):
         return {"size": k, "_source": _source(request), "query": {"knn": {"vector": knn}}}
 
     def _keyword_body(self, request: VectorQuery, native: Any, size: int) -> dict[str, Any]:
-        match = {"multi_match": {"query": request.text, "fields": list(KEYWORD_FIELDS), "type": "best_fields"}}
+        language = language_of(request.text or "", self.language_policy.for_tenant(request.tenant))
+        fields = keyword_fields(language, self.languages)
+        match = {"multi_match": {"query": request.text, "fields": fields, "type": "best_fields"}}
         query = {"bool": {"must": [match], "filter": _tenant_query(request.tenant, native)["bool"]["filter"]}}
         return {"size": size, "_source": _source(request), "query": query}
 

@@ -1,0 +1,98 @@
+"""A text's words for keyword matching, by the language it is written in.
+
+``words(texts, language=None)`` is the one analysis behind every keyword match on the local
+side (the store's BM25 index, the reranker, the evidence gate's keyword check):
+
+* each text's language is detected (:func:`.detect`), unless the tenant fixed it;
+* runs of Chinese or Japanese characters are cut into words by a segmenter (:mod:`.segment`),
+  wherever they occur (a German manual quoting a Japanese product name included);
+* the rest is split by ``bm25s`` into words of two characters or more, the language's stop words
+  dropped and every word reduced to its Snowball stem (PyStemmer) when the language has one.
+
+English text is analysed exactly as cairn always has (bm25s's English stop words, the Snowball
+English stemmer): the same tokens, so English figures do not move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from ..errors import require
+from .detect import CJK_RUN, cjk_language, detect, has_kana
+from .languages import DEFAULT, LANGUAGES, OTHER
+from .segment import segment, stop_words
+
+
+@lru_cache(maxsize=1)
+def bm25s() -> Any:
+    """The ``bm25s`` module (imported once)."""
+    return require("bm25s", extra="local", feature="keyword search")
+
+
+@lru_cache(maxsize=32)
+def _stemmer(algorithm: str) -> Any:
+    return require("Stemmer", extra="local", feature="keyword search").Stemmer(algorithm)
+
+
+def _alphabetic(texts: list[str], code: str) -> list[list[str]]:
+    """bm25s words of ``texts``, with the stop words and stems of language ``code``."""
+    if not texts:
+        return []
+    lang = LANGUAGES.get(code)
+    if code == "en":
+        stop: Any = "en"  # bm25s's own English list, as cairn always used
+    else:
+        stop = sorted(stop_words(code)) if lang else []
+    stemmer = _stemmer(lang.stemmer).stemWords if lang and lang.stemmer else None
+    return bm25s().tokenize(texts, stopwords=stop, stemmer=stemmer, return_ids=False,  # type: ignore[no-any-return]
+                            show_progress=False)
+
+
+def _mixed(text: str, cjk: str, rest: str) -> list[str]:
+    """Words of a text with CJK runs: each run segmented as ``cjk``, the rest analysed as ``rest``."""
+    out: list[str] = []
+    pos = 0
+    for match in CJK_RUN.finditer(text):
+        if match.start() > pos:
+            out.extend(_alphabetic([text[pos : match.start()]], rest)[0])
+        out.extend(segment(match.group(), cjk))
+        pos = match.end()
+    if pos < len(text):
+        out.extend(_alphabetic([text[pos:]], rest)[0])
+    return out
+
+
+def language_of(text: str, language: str | None = None) -> str:
+    """The language ``text`` is analysed as: ``language`` when fixed (not ``auto``), else detected."""
+    return language if language and language != "auto" else detect(text)
+
+
+def words(texts: Sequence[str], language: str | None = None) -> list[list[str]]:
+    """Each text as its words for keyword matching, in order (see the module doc).
+
+    ``language``: an ISO 639-1 code from :data:`cairn.text.LANGUAGES` to read every text in
+    (a tenant's fixed language), or None / ``"auto"`` to detect each text's own."""
+    fixed = language if language and language != "auto" else None
+    out: list[list[str] | None] = [None] * len(texts)
+    groups: dict[str, list[int]] = {}
+    for n, text in enumerate(texts):
+        text = text if isinstance(text, str) else str(text)
+        code = fixed or detect(text)
+        if not text.isascii() and CJK_RUN.search(text):
+            cjk = code if code in ("zh", "ja") else (cjk_language(text) or _script_cjk(text))
+            rest = code if code not in ("zh", "ja") else DEFAULT
+            out[n] = _mixed(text, cjk, rest)
+        else:
+            groups.setdefault(code if code in LANGUAGES else OTHER, []).append(n)
+    for code, rows in groups.items():
+        analysed = _alphabetic([texts[n] for n in rows], DEFAULT if code in ("zh", "ja") else code)
+        for n, tokens in zip(rows, analysed, strict=True):
+            out[n] = tokens
+    return [tokens or [] for tokens in out]
+
+
+def _script_cjk(text: str) -> str:
+    """A few CJK characters in a mostly alphabetic text: Japanese if any is kana, else Chinese."""
+    return "ja" if has_kana(text) else "zh"
