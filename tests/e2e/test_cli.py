@@ -71,3 +71,20 @@ def test_demo_answers_questions_about_cairn(tmp_path):
     assert "through the HTTP API (cairn serve on http://127.0.0.1:" in out.stdout
     assert '"message":"usage"' not in out.stderr  # a command's answer, not the service's logs
     assert "provenance: mode=thinking" in out.stdout
+
+
+def test_chinese_questions_find_their_documents_through_the_command(tmp_path):
+    docs = tmp_path / "help"
+    docs.mkdir()
+    (docs / "refund-policy.md").write_text("# 退款政策\n\n购买后三十天内，您可以申请全额退款。退款审核通过后，款项将在五到七个工作日内退回原支付方式。\n", encoding="utf-8")
+    (docs / "invoices.md").write_text("# 发票\n\n我们为每一笔订单开具电子增值税发票。您可以在账户的账单页面下载发票，也可以联系财务部门补开。\n", encoding="utf-8")
+    (docs / "data-storage.md").write_text("# 数据存储\n\n您的所有数据都存放在位于法兰克福的欧盟数据中心，静态数据使用 AES-256 加密，每天备份一次。\n", encoding="utf-8")
+    home = tmp_path / "home"
+    out = run("ingest", str(docs), "--uri", "cairn://resources/help", home=home)
+    assert out.returncode == 0, out.stderr
+    assert "does not cover" in out.stderr and "Chinese" in out.stderr  # MiniLM is English: said at ingest
+    for question, doc in (("退款需要多长时间？", "refund-policy.md"), ("我的数据存储在哪里？", "data-storage.md"), ("可以开发票吗", "invoices.md")):
+        table = run("find", question, "--limit", "3", home=home)
+        assert table.returncode == 0, table.stderr
+        assert f"cairn://resources/help/{doc}" in table.stdout.splitlines()[0], (question, table.stdout)
+    assert "no results" in run("find", "鑫龘靐齉爨", home=home).stdout
