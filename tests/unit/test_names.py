@@ -105,3 +105,12 @@ def test_fusion_keeps_dense_scores_on_their_scale_and_gives_unknown_words_no_bon
     assert fused["c"] == pytest.approx(0.7 * 0.05 + 0.3)  # best keyword match: the full bonus
     assert fused["d"] == pytest.approx(0.3 * 0.5)  # keyword only: the dense list held every match
     assert all(0.0 <= s <= 1.0 for s in fused.values())
+
+
+def test_chinese_folder_names_are_matched_by_their_words():
+    # issue 25: ASCII folding dropped every Chinese character, so no Chinese name could ever match
+    r = "cairn://resources/help"
+    names = NameIndex([("退款政策", f"{r}/refunds"), ("发票", f"{r}/invoices"), ("数据存储", f"{r}/storage")])
+    found = names.match("我想问一下退款政策的细节")
+    assert found and found[0].folders == (f"{r}/refunds",)
+    assert normalise("Возврат денег") == ["возврат", "денег"]

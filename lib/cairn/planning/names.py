@@ -66,13 +66,31 @@ STOP_WEIGHT = 0.25
 MIN_DISTINCT = 0.4  # matches less distinctive than this are not reported
 SPREAD_SAMPLE = 1000
 _WORD = re.compile(r"[a-z0-9]+")
+_NON_LATIN_WORD = re.compile(r"[^\W\d_A-Za-z\u00c0-\u024f]{2,}")  # letters of a script ASCII folding drops
 
 
 def normalise(text: str) -> list[str]:
-    """Lower-case ASCII words: accents dropped, ``&`` read as ``and``, apostrophes removed."""
-    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
-    text = text.replace("&", " and ").replace("'", "").replace("’", "")
-    return _WORD.findall(text)
+    """Lower-case ASCII words: accents dropped, ``&`` read as ``and``, apostrophes removed; then the
+    words of any other script (issue 25: Chinese and Japanese cut by :mod:`cairn.text`'s segmenter,
+    Cyrillic, Greek, Hangul... as written), which the ASCII folding would drop."""
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
+    folded = folded.replace("&", " and ").replace("'", "").replace("’", "")
+    words = _WORD.findall(folded)
+    return words + _other_script_words(text) if not text.isascii() else words
+
+
+def _other_script_words(text: str) -> list[str]:
+    """Words of ``text`` outside the Latin script (issue 25's hook; issue 19 owns the matching)."""
+    from ..text.detect import CJK_RUN, cjk_language
+    from ..text.segment import segment
+
+    out: list[str] = []
+    code = cjk_language(text) or "zh"
+    for run in CJK_RUN.findall(text):
+        out.extend(segment(run, code))
+    rest = CJK_RUN.sub(" ", text)
+    out.extend(w.lower() for w in _NON_LATIN_WORD.findall(rest))
+    return out
 
 
 @dataclass(frozen=True)
