@@ -96,3 +96,16 @@ def test_the_budget_refuses_once_spent_and_remembers_why():
     with pytest.raises(FetchRefused, match="10 bytes"):
         budget.read(1)
     assert budget.hit == "this ingest's budget of 10 bytes is spent (CAIRN_FETCH_MAX_BYTES)"
+
+
+def test_connection_pools_are_kept_for_a_bounded_number_of_origins():
+    from cairn.ingest.fetchguard import MAX_POOLS, GuardedTransport
+
+    transport = GuardedTransport(FetchPolicy())
+    first = transport._pool("https", "host0.example", 443)
+    for n in range(1, 3 * MAX_POOLS):
+        transport._pool("https", f"host{n}.example", 443)
+    assert len(transport._pools) == MAX_POOLS  # a sitemap of thousands of hosts keeps few sockets open
+    assert transport._pool("https", "host0.example", 443) is not first  # the evicted pool was closed, a new one made
+    transport.close()
+    assert not transport._pools

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ from ..errors import FetchRefused
 ALLOW_SETTING = "CAIRN_FETCH_ALLOW_HOSTS"
 MAX_REQUESTS = 30_000  # HTTP requests per ingest: pages, redirects, robots.txt files, sitemaps
 MAX_BYTES = 2_000_000_000  # bytes read per ingest, all responses together
+MAX_POOLS = 16  # origins with open connections at once
 
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 # instance metadata services: AWS/GCP/Azure/OpenStack/DigitalOcean, AWS over IPv6, AWS ECS tasks,
@@ -217,7 +219,7 @@ class GuardedTransport:
         self.policy = policy
         self.budget = budget
         self._options = {"trust_env": False, **transport_options}
-        self._pools: dict[tuple[str, str, int], Any] = {}
+        self._pools: OrderedDict[tuple[str, str, int], Any] = OrderedDict()
 
     def handle_request(self, request: Any) -> Any:
         import httpx
@@ -236,12 +238,18 @@ class GuardedTransport:
         return self._pool(url.scheme, host, port).handle_request(pinned)
 
     def _pool(self, scheme: str, host: str, port: int) -> Any:
+        """The origin's connection pool; the least recently used is closed past ``MAX_POOLS`` (a
+        sitemap listing thousands of hosts must not keep thousands of sockets open)."""
         import httpx
 
         key = (scheme, host, port)
-        if key not in self._pools:
-            self._pools[key] = httpx.HTTPTransport(**self._options)
-        return self._pools[key]
+        if key in self._pools:
+            self._pools.move_to_end(key)
+            return self._pools[key]
+        while len(self._pools) >= MAX_POOLS:
+            self._pools.popitem(last=False)[1].close()
+        pool = self._pools[key] = httpx.HTTPTransport(**self._options)
+        return pool
 
     def close(self) -> None:
         for pool in self._pools.values():
