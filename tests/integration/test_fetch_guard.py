@@ -57,7 +57,9 @@ SPELLINGS = [
     ("http://224.0.0.1/", "multicast"),
     ("http://240.0.0.1/", "reserved"),
     ("http://0177.0.0.1:{port}/", None),  # octal octets: httpx refuses the URL
-    ("http://127.0.0.1.:{port}/", None),  # trailing dot
+    ("http://127.0.0.1.:{port}/", "loopback"),  # trailing dot
+    ("http://localhost.:{port}/", "loopback"),
+    ("http://[fe80::1%251]/", "link-local"),  # with a zone (interface 1)
     ("http://ⓛⓞⓒⓐⓛⓗⓞⓢⓣ:{port}/", None),  # IDNA look-alike: not a valid IDNA name
 ]
 
