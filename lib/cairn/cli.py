@@ -139,6 +139,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"  skipped {r.source}: {r.reason}", file=sys.stderr)
     for w in report.warnings:
         print(f"  warning: {w}", file=sys.stderr)
+    if report.documents == 0 and report.rejected:
+        print(f"error: nothing was ingested: all {len(report.rejected)} item(s) were skipped (reasons above)", file=sys.stderr)
+        return 2
     return 0
 
 

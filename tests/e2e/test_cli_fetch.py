@@ -28,6 +28,7 @@ def test_a_loopback_url_is_refused_naming_the_setting_until_the_host_is_allowed(
         assert f"skipped {url}: not fetched: 127.0.0.1 is a loopback address" in refused.stderr
         assert f"(CAIRN_FETCH_ALLOW_HOSTS=127.0.0.1:{site.port})" in refused.stderr
         assert refused.stdout.startswith("0 documents -> 0 records")
+        assert refused.returncode == 2 and "nothing was ingested" in refused.stderr
         assert site.requests == []  # nothing was asked of the server, not even robots.txt
 
         allowed = run("ingest", "--url", url, "--uri", ROOT, home=home, CAIRN_FETCH_ALLOW_HOSTS=f"127.0.0.1:{site.port}")
