@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test test-unit bench install dev clean serve openapi package package-lock lock browser
+.PHONY: demo test test-unit bench install dev clean serve openapi configuration dist lint package package-lock lock browser
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,22 @@ serve: install
 openapi: dev
 	$(PY) -c "from cairn.api import openapi_document; open('docs/openapi.json', 'w').write(openapi_document())"
 	$(PY) infra/api_events.py
+
+# docs/configuration.md: the table of environment variables, generated from cairn.config.Settings
+configuration: dev
+	$(PY) -c "from cairn.config_doc import write; print('docs/configuration.md', 'rewritten' if write() else 'unchanged')"
+
+# the quality gate: ruff and mypy (configured in pyproject.toml) on lib/, functions/ and infra/
+lint: dev
+	$(VENV)/bin/ruff check lib functions infra
+	$(VENV)/bin/mypy
+
+# the wheel of the distribution cairn-context (imports as `cairn`; docs/ ships inside as cairn._docs)
+dist: | $(VENV)/bin/python
+	rm -rf dist build lib/*.egg-info
+	$(PIP) wheel --no-deps --wheel-dir dist .
+	rm -rf build lib/*.egg-info
+	@ls -l dist/*.whl
 
 # every Lambda function built for python3.12 on arm64 with only what it imports; fails over 250 MB
 package: dev

@@ -3,7 +3,7 @@
 Each measurement is a fresh interpreter (as a new Lambda container is) that imports
 ``functions/<name>/app.py`` and reports the seconds the import took and which of the heavy
 modules ended up in ``sys.modules``. The median over ``RUNS`` fresh processes is reported.
-Target (DESIGN.md §8): retrieve, rerank and api import in <= 700 ms, without litellm.
+Target: retrieve, rerank and api import in <= 700 ms, without litellm.
 
     python -m benchmarks.run imports
 """

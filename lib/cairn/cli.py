@@ -245,13 +245,30 @@ def _print_result(result: Any, args: argparse.Namespace) -> None:
 
 
 def cmd_find(args: argparse.Namespace) -> int:
-    _print_result(_service(args).find(args.query, **_find_options(args)), args)
+    svc = _service(args)
+    result = svc.find(args.query, **_find_options(args))
+    _print_result(result, args)
+    _say_if_empty(svc, result)
     return 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    _print_result(_service(args).search(args.query, session_id=args.session, **_find_options(args)), args)
+    svc = _service(args)
+    result = svc.search(args.query, session_id=args.session, **_find_options(args))
+    _print_result(result, args)
+    _say_if_empty(svc, result)
     return 0
+
+
+def _say_if_empty(svc: Any, result: Any) -> None:
+    """No result because nothing was ever ingested for this tenant here: say so, and what to do (stderr)."""
+    if result.all() or svc.store.count(svc.tenant) > 0:
+        return
+    home = svc.services.settings.home
+    sys.stdout.flush()
+    print(f"note: the home {str(home)!r} holds nothing for tenant {svc.tenant!r} yet; ingest something first, e.g.\n"
+          "  cairn ingest ./examples/handbook --uri cairn://resources/handbook\n"
+          "(`make demo` keeps its own home: add --home .cairn/demo to search it)", file=sys.stderr)
 
 
 def cmd_session(args: argparse.Namespace) -> int:
@@ -315,10 +332,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _default_docs() -> Path:
+    """cairn's documentation: docs/ of a checkout, else the copy the wheel ships (``cairn/_docs/``)."""
     here = Path(__file__).resolve()
     for parent in here.parents:
         if (parent / "docs" / "getting-started.md").exists():
             return parent / "docs"
+    shipped = here.parent / "_docs"
+    if (shipped / "getting-started.md").exists():
+        return shipped
     raise RequestError("cannot find cairn's docs/ folder; pass it with --docs PATH")
 
 
@@ -368,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ing = sub.add_parser(
         "ingest", help="ingest a folder (text, Markdown, JSON, code, CSV, e-mail; PDF, HTML, Office, YAML/XML with "
-        "cairn[docs]), an S3 prefix, a BEIR corpus or web pages; re-ingesting syncs")
+        "cairn-context[docs]), an S3 prefix, a BEIR corpus or web pages; re-ingesting syncs")
     ing.add_argument("path", nargs="?", help="a folder, a file, or s3://BUCKET/PREFIX (read as a folder; AWS credentials "
                      "from the environment or profile)")
     ing.add_argument("--url", action="append", help="a web page to fetch (repeatable; robots.txt is respected)")

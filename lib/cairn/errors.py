@@ -59,6 +59,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import install_hint
+
 
 class CairnError(Exception):
     """Base of every error cairn raises on purpose."""
@@ -195,7 +197,7 @@ class MissingExtra(ConfigError):
     def __init__(self, feature: str, extra: str, module: str, **kw: Any) -> None:
         super().__init__(
             f"{feature} needs the optional extra '{extra}' (module {module!r} is not installed); "
-            f"install it with: pip install 'cairn[{extra}]'",
+            f"install it with: {install_hint(extra)}",
             **kw,
         )
         self.extra = extra

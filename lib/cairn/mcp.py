@@ -20,7 +20,7 @@ A caller bound to a user (``--user``, or a key naming one) acts for that user on
 refuses another user's memories, sessions and folders (403 in the message). Every cairn error comes
 back as a tool error (``isError``) in one short sentence; nothing crashes the server.
 
-``mcp`` is an optional extra (``pip install 'cairn[mcp]'``), imported only here and only when a
+``mcp`` is an optional extra (``pip install 'cairn-context[mcp]'``), imported only here and only when a
 server is built. (No ``from __future__ import annotations`` here: the SDK reads each tool's
 annotations at registration to build its input schema, so they must be objects, not strings.)
 """

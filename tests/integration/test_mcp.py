@@ -281,5 +281,5 @@ def test_http_without_keys_serves_the_settings_tenant_on_loopback_only(services)
 
 def test_missing_sdk_is_a_missing_extra(services, monkeypatch):
     monkeypatch.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
-    with pytest.raises(MissingExtra, match=r"cairn\[mcp\]"):
+    with pytest.raises(MissingExtra, match=r"cairn-context\[mcp\]"):
         build_server(services)

@@ -355,7 +355,7 @@ def test_bedrock_accepts_a_model_arn(bedrock_server, monkeypatch):
 
 
 def test_litellm_reranks_through_a_cohere_compatible_api_base(cohere_server, monkeypatch):
-    pytest.importorskip("litellm", reason="litellm is an optional extra (cairn[llm])")
+    pytest.importorskip("litellm", reason="litellm is an optional extra (cairn-context[llm])")
     from cairn.rerank.litellm_provider import LiteLLMReranker
 
     r = LiteLLMReranker(model="cohere/rerank-v3.5", api_base=cohere_server.url, api_key="test-key", backoff_s=0.0)

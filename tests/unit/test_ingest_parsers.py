@@ -161,7 +161,7 @@ def test_without_the_docs_extra_its_formats_are_skipped_with_the_install_command
     docs, rejected = split_items(read_folder(tmp_path))
     needs_extra = {r.source.rsplit("/", 1)[1]: r.reason for r in rejected}
     assert set(needs_extra) == {"report.pdf", "handbook.docx", "roadmap.pptx", "budget.xlsx", "policy.html", "service.yaml", "catalog.xml"}
-    assert all("pip install 'cairn[docs]'" in r for r in needs_extra.values())
+    assert all("pip install 'cairn-context[docs]'" in r for r in needs_extra.values())
     assert {d.path[-1] for d in docs} == {
         "orders.csv", "orders.tsv", "incident.eml", "deploy.py", "client.js", "notes.md", "readme.txt", "faq.json"
     }

@@ -1,4 +1,4 @@
-"""Parsing rules of the intent analysis answer (DESIGN.md §2.1), each one a row."""
+"""Parsing rules of the intent analysis answer, each one a row."""
 
 import pytest
 from cairn.models import ContextType

@@ -1,4 +1,4 @@
-"""The rerank base class: DESIGN.md §2.3's fallback rules, NaN handling, blank documents,
+"""The rerank base class: the fallback rules of docs/rerank.md, NaN handling, blank documents,
 token-budget truncation and ordering, through a small recording reranker."""
 
 from __future__ import annotations

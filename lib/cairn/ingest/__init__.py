@@ -8,7 +8,7 @@ Build a tree from Python::
                         title_rules=(DirTitleRule(2, "{entity_name}"),))  # folder titles from metadata
     report = ingestor.ingest(docs, "cairn://resources/corpus")
 
-Ingest a folder of documents (PDF, HTML, Office, tables, code, ...; ``pip install 'cairn[docs]'``)::
+Ingest a folder of documents (PDF, HTML, Office, tables, code, ...; ``pip install 'cairn-context[docs]'``)::
 
     ingestor = Ingestor(store, embedder, "default", content=LocalContentStore(".cairn/content"),
                         chunking=ChunkingConfig(chunk_chars=1200, overlap_chars=150))

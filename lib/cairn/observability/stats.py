@@ -1,4 +1,4 @@
-"""Retrieval statistics (DESIGN.md §2.5): a thread-safe collector, its snapshot, and EMF output.
+"""Retrieval statistics: a thread-safe collector, its snapshot, and EMF output.
 
 Every retrieval (one typed query) is recorded under its context type: the scores it
 returned, its latency, how many vector calls and rounds it took, and whether a reranker

@@ -1,4 +1,4 @@
-"""Rerankers behind one interface (DESIGN.md §2.3); the fallback rules live in ``base``.
+"""Rerankers behind one interface (docs/rerank.md); the fallback rules live in ``base``.
 
     reranker = build_reranker("local", embedder=embedder)
     outcome = reranker.rerank(query, candidates)   # never raises on backend failure

@@ -1,4 +1,4 @@
-"""The ``Reranker`` base class: DESIGN.md §2.3's fallback rules live here, once.
+"""The ``Reranker`` base class: the fallback rules (docs/rerank.md) live here, once.
 
 :meth:`Reranker.rerank` is a template method. It picks each candidate's text, fits it to
 the optional token budget, sends the non-blank ones to the backend's :meth:`_score` hook,

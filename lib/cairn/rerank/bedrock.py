@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .. import install_hint
 from ..errors import ConfigError, RerankError
 from ..retry import AwsError
 from .base import Reranker, scores_from_indexed, with_retries
@@ -154,7 +155,7 @@ def _build_client(region: str | None, endpoint_url: str | None, timeout_s: float
         import boto3
         from botocore.config import Config
     except ImportError as exc:
-        raise ConfigError("the bedrock reranker needs boto3: pip install 'cairn[aws]'") from exc
+        raise ConfigError(f"the bedrock reranker needs boto3: {install_hint('aws')}") from exc
     config = Config(
         retries={"total_max_attempts": 1, "mode": "standard"},  # the base retries, counted and bounded
         connect_timeout=timeout_s,

@@ -1,7 +1,7 @@
 """Rerank through LiteLLM (``litellm.rerank``): any provider LiteLLM reaches.
 
 ``litellm`` is imported inside the first call, never at module import: it costs seconds
-(DESIGN.md §6), which must not land on the cold start of the rerank function when another
+(benchmarks/README.md, import times), which must not land on the cold start of the rerank function when another
 reranker is configured. ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set before that import so
 LiteLLM does not fetch its price list over the network.
 

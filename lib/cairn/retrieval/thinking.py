@@ -57,7 +57,7 @@ class ThinkingConfig:
     feedback_docs: int = 3
     feedback_weight: float = 1.0
     feedback_ratio: float = 0.9  # a feedback leaf scores at least this share of the best leaf's score
-    # what one expansion searches: a directory's children (DESIGN §2.2), or its whole subtree
+    # what one expansion searches: a directory's children, or its whole subtree
     # (one call reaches leaves at any depth; the directories below are then not expanded again)
     scope: Literal["children", "subtree"] = "children"
     # score every candidate against its ancestors (one key lookup of their L0/L1 records per

@@ -4,7 +4,7 @@ Each format family lives in its own module and imports its library only when a f
 format is parsed, so ``import cairn`` stays light and a missing library costs only its formats:
 
 =============================  ==========================  =============================
-extensions                     module                      library (``cairn[docs]``)
+extensions                     module                      library (``cairn-context[docs]``)
 =============================  ==========================  =============================
 .md .markdown .txt .text .rst  :mod:`.text`                (standard library)
 .csv .tsv                      :mod:`.tables`              (standard library)
@@ -36,9 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import install_hint
 from .base import Limits, ParserMissing, Parsed, ParseFailed, Section, SectionWriter
 
-DOCS_EXTRA = "pip install 'cairn[docs]'"
+DOCS_EXTRA = install_hint("docs")
 
 
 @dataclass(frozen=True)

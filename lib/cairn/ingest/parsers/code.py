@@ -2,7 +2,7 @@
 
 * Python: the standard library's ``ast`` (decorators and docstrings stay with their definition).
 * Other languages: tree-sitter grammars from ``tree-sitter-language-pack`` when it is installed
-  (the ``cairn[code]`` extra; it bundles its grammars, nothing is downloaded), else a heuristic:
+  (the ``cairn-context[code]`` extra; it bundles its grammars, nothing is downloaded), else a heuristic:
   a new section starts at a non-indented line after a blank line (how most code is laid out
   between top-level definitions).
 

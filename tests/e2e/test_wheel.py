@@ -1,0 +1,231 @@
+"""The built wheel, installed as a user installs it: `cairn-context[...]` in a fresh venv, outside
+the checkout. With `[local,docs,mcp]` it ingests the sample handbook (its PDF and HTML page
+included), answers, runs `cairn demo` and serves its MCP tools over stdio; each extra installed
+alone does what it is for.
+
+The venvs are cached under `.tools/wheel-venvs/` (one per extra, keyed by that extra's
+requirements; installed constrained to the dev lock's versions); each run reinstalls only the
+freshly built wheel. A first run installs every extra (minutes); later runs take seconds per venv.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = REPO / ".tools" / "wheel-venvs"
+HANDBOOK = REPO / "examples" / "handbook"
+DISTRIBUTION = "cairn-context"
+
+
+def _key(*extras: str) -> str:
+    """What a venv's dependencies depend on: the requirements of the base and of its extras (a lock
+    change elsewhere does not rebuild every venv; the wheel itself is reinstalled on every run)."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [project["dependencies"], *(project["optional-dependencies"][e] for e in extras)]
+    return hashlib.sha256(json.dumps([sys.version_info[:2], wanted]).encode()).hexdigest()[:12]
+
+
+def _constraints() -> Path:
+    """The dev lock's pins without their hashes (pip takes no hashes in a constraints file)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / "constraints.txt"
+    if not path.exists() or path.stat().st_mtime < (REPO / "requirements/dev.lock").stat().st_mtime:
+        pins = re.findall(r"^([A-Za-z0-9_.\-]+(?:\[[^\]]*\])?==[^\s\\]+)", (REPO / "requirements/dev.lock").read_text(), re.M)
+        path.write_text("\n".join(re.sub(r"\[[^\]]*\]", "", p) for p in pins) + "\n")
+    return path
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "VIRTUAL_ENV", "PYTHONPATH"))}
+    env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", **extra})
+    return env
+
+
+def _run(args: list[str], cwd: Path, timeout: int = 900, **env: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(args, cwd=cwd, env=_env(**env), text=True, capture_output=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(map(str, args))} -> {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", str(out), str(REPO)], REPO)
+    (found,) = out.glob("cairn_context-*.whl")
+    return found
+
+
+def venv_with(wheel: Path, *extras: str) -> Path:
+    """A venv holding the wheel with ``extras`` (created once, then cached); returns its bin folder."""
+    name = "-".join(extras) or "base"
+    root = CACHE / f"{name}-{_key(*extras)}"
+    python = root / "bin" / "python"
+    spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+    if not (root / ".ready").exists():
+        _run([sys.executable, "-m", "venv", "--clear", str(root)], REPO)
+        _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", str(_constraints()), spec],
+             REPO, timeout=1800)
+        (root / ".ready").touch()
+    else:  # the dependencies are cached; the wheel is this run's
+        _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+              "--force-reinstall", str(wheel)], REPO)
+    return root / "bin"
+
+
+def test_the_wheel_is_the_distribution_named_and_imports_as_cairn(wheel):
+    assert wheel.name.startswith("cairn_context-")
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert f"Name: {DISTRIBUTION}" in metadata
+    assert "cairn/__init__.py" in names and "cairn/_docs/getting-started.md" in names  # the demo's corpus ships
+    assert 'Requires-Dist: lxml_html_clean' in metadata
+
+
+def test_local_docs_mcp_ingests_the_handbook_answers_and_serves_mcp(wheel, tmp_path):
+    bin_ = venv_with(wheel, "local", "docs", "mcp")
+    cairn = str(bin_ / "cairn")
+    ingest = _run([cairn, "ingest", str(HANDBOOK), "--uri", "cairn://resources/handbook"], tmp_path)
+    assert "8 documents" in ingest.stdout and "skipped" not in ingest.stdout + ingest.stderr, ingest.stdout + ingest.stderr
+    for question, where in [("who approves a refund of a Stripe payment?", "billing/payment-providers.md"),
+                            ("how many days a year may I work from another country?", "people/remote-work.html"),
+                            ("what do I do when I lose my laptop?", "security/access-and-incidents.pdf")]:
+        answer = json.loads(_run([cairn, "find", question, "--json", "--limit", "3"], tmp_path).stdout)
+        uris = [m["uri"] for m in answer["resources"]]
+        assert any(where in u for u in uris[:2]), (question, uris)
+    demo = _run([cairn, "demo"], tmp_path)
+    assert "== find:" in demo.stdout and "through the HTTP API" in demo.stdout
+    _lists_mcp_tools(bin_ / "cairn", tmp_path)
+
+
+def _lists_mcp_tools(command: Path, home: Path) -> None:
+    """An MCP client (this interpreter's SDK) launches `cairn mcp` of the venv over stdio, as a host does."""
+    import asyncio
+
+    mcp = pytest.importorskip("mcp")
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def tools() -> list[str]:
+        params = StdioServerParameters(command=str(command), args=["mcp"], cwd=str(home), env=_env())
+        async with stdio_client(params) as (read, write), mcp.ClientSession(read, write) as session:
+            await session.initialize()
+            listed = await session.list_tools()
+            found = await session.call_tool("find", {"query": "how long until a refund reaches the card?"})
+            assert not found.isError and "refunds.md" in json.dumps([c.model_dump() for c in found.content])
+            return [t.name for t in listed.tools]
+
+    assert {"find", "search", "read", "remember"} <= set(asyncio.run(tools()))
+
+
+# what each extra alone is for, run by the venv's own interpreter in an empty folder
+EXERCISES = {
+    "": """
+        from cairn.api import openapi_document
+        from cairn.config import Settings
+        from cairn.errors import MissingExtra
+        from cairn.services import Services
+        assert '"/v1/find"' in openapi_document()
+        try:
+            Services(Settings()).embedder
+        except MissingExtra as exc:
+            assert "pip install 'cairn-context[local]'" in str(exc), exc
+        else:
+            raise AssertionError("the base install has no local embedder")
+    """,
+    "docs": """
+        from pathlib import Path
+        from cairn.ingest.parsers import parser_for, parse_in_process
+        from cairn.ingest.parsers.base import Limits
+        for name, words in [("security/access-and-incidents.pdf", "two-factor authentication"),
+                            ("people/remote-work.html", "working from abroad")]:
+            path = Path(HANDBOOK) / name
+            parsed = parse_in_process(parser_for(path), path, Limits())
+            text = parsed.text.lower()
+            assert words in text, (name, text[:300])
+            assert "intranet home" not in text  # the HTML page's navigation is dropped
+        import docx
+        d = docx.Document(); d.add_heading("Leave", 1); d.add_paragraph("Twenty-eight days a year."); d.save("leave.docx")
+        parsed = parse_in_process(parser_for("leave.docx"), Path("leave.docx"), Limits())
+        assert "Twenty-eight days" in parsed.text
+    """,
+    "mcp": """
+        import asyncio
+        from cairn.config import Settings
+        from cairn.mcp import build_server
+        from cairn.services import Services
+        server = build_server(Services(Settings()))
+        names = {t.name for t in asyncio.run(server.list_tools())}
+        assert {"find", "search", "read", "tree", "remember", "add_message", "commit"} <= names, names
+    """,
+    "code": """
+        from pathlib import Path
+        from cairn.ingest.parsers import parser_for, parse_in_process
+        from cairn.ingest.parsers.base import Limits
+        Path("pay.js").write_text("function refund(order) {\\n  return order.total;\\n}\\n\\nclass Ledger {\\n  add(x) { return x; }\\n}\\n")
+        parsed = parse_in_process(parser_for("pay.js"), Path("pay.js"), Limits())
+        titles = [s.label for s in parsed.sections]
+        assert any("refund" in (t or "") for t in titles) and any("Ledger" in (t or "") for t in titles), titles
+    """,
+    "aws": """
+        from cairn.config import load_settings
+        from cairn.services import Services
+        services = Services(load_settings(env={"CAIRN_SESSIONS": "dynamodb", "CAIRN_SESSIONS_TABLE": "cairn-sessions",
+                                               "CAIRN_SESSIONS_REGION": "eu-west-1", "CAIRN_EMBEDDER": "bedrock",
+                                               "CAIRN_EMBEDDING_REGION": "eu-west-1"}))
+        assert type(services.sessions).__name__ == "DynamoDBSessionStore"
+        assert type(services.embedder).__name__.startswith("Bedrock")
+    """,
+    "pinecone": """
+        from cairn.config import load_settings
+        from cairn.services import Services
+        store = Services(load_settings(env={"CAIRN_STORE": "pinecone", "CAIRN_PINECONE_API_KEY": "pcsk-test",
+                                            "CAIRN_PINECONE_INDEX_HOST": "https://idx-abc.svc.local.pinecone.io"})).store
+        assert type(store).__name__ == "PineconeVectorStore", type(store)
+    """,
+    "opensearch": """
+        from cairn.config import load_settings
+        from cairn.services import Services
+        store = Services(load_settings(env={"CAIRN_STORE": "opensearch", "CAIRN_OPENSEARCH_URL": "https://localhost:9200"})).store
+        assert type(store).__name__ == "OpenSearchVectorStore", type(store)
+    """,
+    "llm": """
+        from cairn.config import load_settings
+        from cairn.services import Services
+        llm = Services(load_settings(env={"CAIRN_LLM_PROVIDER": "litellm", "CAIRN_LLM_MODEL": "openai/gpt-4o-mini"})).llm
+        assert type(llm).__name__.startswith("LiteLLM"), type(llm)
+        import litellm  # noqa: F401
+    """,
+    "serve": """
+        from cairn.errors import require
+        require("uvicorn", extra="serve", feature="cairn serve")
+    """,
+}
+
+
+@pytest.mark.parametrize("extra", list(EXERCISES), ids=[e or "base" for e in EXERCISES])
+def test_each_extra_alone_installs_and_works(wheel, tmp_path, extra):
+    bin_ = venv_with(wheel, *([extra] if extra else []))
+    script = f"HANDBOOK = {str(HANDBOOK)!r}\n" + textwrap.dedent(EXERCISES[extra])
+    _run([str(bin_ / "python"), "-c", script], tmp_path)
+
+
+def test_local_alone_runs_the_demo(wheel, tmp_path):
+    bin_ = venv_with(wheel, "local")
+    demo = _run([str(bin_ / "cairn"), "demo"], tmp_path)
+    assert "== find:" in demo.stdout
