@@ -67,6 +67,13 @@ MEANINGS: dict[str, str] = {
                                "[ingestion](ingestion.md#urls-and-sitemaps))",
     "CAIRN_FETCH_MAX_REQUESTS": "URL ingestion: HTTP requests (pages, redirects, robots.txt, sitemaps) per ingest",
     "CAIRN_FETCH_MAX_BYTES": "URL ingestion: bytes read per ingest",
+    "CAIRN_LANGUAGE": "the language text is read in for keyword matching: `auto` detects each document's and each "
+                      "query's; a code (`en`, `zh`, `ja`, `de`, `fr`, `es`, `it`, `pt`, `nl`, `sv`, `da`, `no`, `fi`, "
+                      "`ru`) reads every tenant's queries in it; see [languages](languages.md)",
+    "CAIRN_TENANT_LANGUAGES": "per tenant: `acme=zh,globex=de`",
+    "CAIRN_OPENSEARCH_LANGUAGES": "OpenSearch: languages with their own analysed subfields (`zh` needs the smartcn "
+                                  "plugin, `ja` kuromoji; both on Amazon OpenSearch Service); default: every language "
+                                  "above but `en`",
     "CAIRN_CONTEXT_BUDGET_TOKENS": "`context()` / `POST /v1/context`: tokens of the block when a request names no budget",
     "CAIRN_STORE": "vector backend: `local`, `pinecone` or `opensearch`",
     "CAIRN_STORE_PATH": "folder of the local store (default `<home>/store`)",
@@ -143,6 +150,8 @@ def _default(info: FieldInfo) -> str:
         value = value.value
     if isinstance(value, bool):
         value = str(value).lower()
+    if isinstance(value, tuple):
+        value = ",".join(map(str, value))
     return f"`{value}`"
 
 
