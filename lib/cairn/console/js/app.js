@@ -2,6 +2,7 @@
 
 import { Api, describe } from "./api.js";
 import { $, clear, h } from "./dom.js";
+import { ctx } from "./state.js";
 import * as tree from "./tree.js";
 import * as query from "./query.js";
 import * as user from "./user.js";
@@ -11,7 +12,6 @@ import * as stats from "./stats.js";
 const PANES = { tree, query, user, ingest, stats };
 const KEY = "cairn.console.key";
 const URL_KEY = "cairn.console.url";
-const ctx = { api: null, me: null, panes: {} };
 
 /** Who the key is: GET /v1/me where the server has it; else only that the key opens the API. */
 async function whoami(api) {
@@ -57,7 +57,7 @@ async function connect(event) {
   ctx.api = api;
   document.body.classList.add("connected");
   showWho(ctx.me);
-  for (const pane of Object.values(ctx.panes)) pane.connected(ctx);
+  for (const pane of Object.values(ctx.panes)) pane.connected();
 }
 
 function select(name) {
@@ -78,7 +78,7 @@ function start() {
     tab.addEventListener("click", () => select(tab.dataset.pane));
   }
   for (const [name, module] of Object.entries(PANES)) {
-    ctx.panes[name] = module.mount($(`section[data-pane=${name}]`), ctx);
+    ctx.panes[name] = module.mount($(`section[data-pane=${name}]`));
   }
   const wanted = location.hash.slice(1);
   select(PANES[wanted] ? wanted : "tree");

@@ -1,6 +1,7 @@
 // Ingest: files read in the browser as text and sent to PUT /v1/documents in batches, with
 // progress and the list of what was skipped and why (here, or by cairn).
 
+import { ctx } from "./state.js";
 import { describe, may } from "./api.js";
 import { $, clear, h, notice } from "./dom.js";
 
@@ -8,12 +9,7 @@ const BATCH_DOCS = 50;
 const BATCH_BYTES = 4 * 1024 * 1024; // under the API's 6 MB request limit, JSON escaping included
 const MAX_FILE_BYTES = 5 * 1024 * 1024;
 const BINARY = /\.(pdf|docx?|pptx?|xlsx?|odt|rtf|epub|zip|gz|tar|png|jpe?g|gif|webp|mp[34]|wav|exe|bin)$/i;
-let ctx;
-let root;
-
-export function mount(section, context) {
-  ctx = context;
-  root = section;
+export function mount(section) {
   clear(section,
     h("form", { id: "ingest-form", class: "grid-form" },
       h("label", { class: "wide" }, "into folder", h("input", { id: "i-root", type: "text", value: "cairn://resources/uploads", required: true })),
@@ -33,8 +29,8 @@ export function mount(section, context) {
 
 function connected() {
   const allowed = may(ctx.me, "put_documents");
-  $("#i-run", root).disabled = !allowed;
-  clear($("#i-status", root), allowed ? null : notice("info", `this key (role ${ctx.me.role}) may not upload documents`));
+  $("#i-run").disabled = !allowed;
+  clear($("#i-status"), allowed ? null : notice("info", `this key (role ${ctx.me.role}) may not upload documents`));
 }
 
 function pathOf(file) {
@@ -76,11 +72,11 @@ function batches(docs) {
 
 async function upload(event) {
   event.preventDefault();
-  const files = [...$("#i-files", root).files, ...$("#i-folder", root).files];
-  const rootUri = $("#i-root", root).value.trim();
-  const status = $("#i-status", root);
-  const progress = $("#i-progress", root);
-  const report = $("#i-report", root);
+  const files = [...$("#i-files").files, ...$("#i-folder").files];
+  const rootUri = $("#i-root").value.trim();
+  const status = $("#i-status");
+  const progress = $("#i-progress");
+  const report = $("#i-report");
   clear(report);
   if (!files.length) return clear(status, notice("error", "pick files or a folder first"));
   const skipped = [];

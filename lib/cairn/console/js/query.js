@@ -1,17 +1,13 @@
 // The query pane: find / search / context with a session or user, mode, limit and filter; the
 // results with why each is there, the plan, and each typed query's trace as a picture.
 
+import { ctx } from "./state.js";
 import { UNAVAILABLE, describe, may } from "./api.js";
 import { $, clear, debounce, fmt, h, notice, shortUri } from "./dom.js";
 import { citationText } from "./tree.js";
 import { traceFigure } from "./trace.js";
 
-let ctx;
-let root;
-
-export function mount(section, context) {
-  ctx = context;
-  root = section;
+export function mount(section) {
   clear(section,
     h("form", { id: "query-form", class: "grid-form" },
       h("fieldset", { class: "ops" }, h("legend", {}, "operation"),
@@ -42,15 +38,15 @@ export function mount(section, context) {
 }
 
 function connected() {
-  const user = $("#q-user", root);
+  const user = $("#q-user");
   user.value = ctx.me.user || user.value;
   user.readOnly = Boolean(ctx.me.user);
   loadSessions(user.value);
-  $("#q-new-session", root).disabled = !may(ctx.me, "create_session");
+  $("#q-new-session").disabled = !may(ctx.me, "create_session");
 }
 
 async function loadSessions(user) {
-  const list = $("#q-sessions", root);
+  const list = $("#q-sessions");
   clear(list);
   if (!user) return;
   try {
@@ -63,9 +59,9 @@ async function loadSessions(user) {
 
 /** A session for the chosen user, with the conversation typed in (one message a line, "role: text"). */
 async function newSession() {
-  const status = $("#q-session-status", root);
-  const user = $("#q-user", root).value.trim();
-  const lines = $("#q-dialogue", root).value.split("\n").map((l) => l.trim()).filter(Boolean);
+  const status = $("#q-session-status");
+  const user = $("#q-user").value.trim();
+  const lines = $("#q-dialogue").value.split("\n").map((l) => l.trim()).filter(Boolean);
   try {
     const session = await ctx.api.post("/v1/sessions", user ? { user } : {});
     for (const line of lines) {
@@ -73,7 +69,7 @@ async function newSession() {
       await ctx.api.post(`/v1/sessions/${encodeURIComponent(session.id)}/messages`,
         { role: m ? m[1].toLowerCase() : "user", content: m ? m[2] : line });
     }
-    $("#q-session", root).value = session.id;
+    $("#q-session").value = session.id;
     status.textContent = `session ${session.id.slice(0, 8)} of ${session.user || "no user"}, ${lines.length} message${lines.length === 1 ? "" : "s"}`;
   } catch (err) {
     status.textContent = describe(err);
@@ -81,7 +77,7 @@ async function newSession() {
 }
 
 function filterValue() {
-  const raw = $("#q-filter", root).value.trim();
+  const raw = $("#q-filter").value.trim();
   if (!raw) return { filter: null };
   try {
     return { filter: JSON.parse(raw) };
@@ -93,7 +89,7 @@ function filterValue() {
 /** cairn checks the filter: a dry request (limit 0 is refused before any search runs), whose 400
  * lists every problem of the body; the filter's own are shown, in cairn's words. */
 async function checkFilter() {
-  const status = $("#filter-status", root);
+  const status = $("#filter-status");
   const { filter, error } = filterValue();
   status.className = "filter-status wide";
   if (error) return setStatus(status, "bad", error);
@@ -116,11 +112,11 @@ function setStatus(node, kind, text) {
 }
 
 function requestBody(op) {
-  const body = { query: $("#q-text", root).value, include_provenance: true };
-  const user = $("#q-user", root).value.trim();
-  const session = $("#q-session", root).value.trim();
-  const mode = $("#q-mode", root).value;
-  const limit = Number($("#q-limit", root).value);
+  const body = { query: $("#q-text").value, include_provenance: true };
+  const user = $("#q-user").value.trim();
+  const session = $("#q-session").value.trim();
+  const mode = $("#q-mode").value;
+  const limit = Number($("#q-limit").value);
   const { filter, error } = filterValue();
   if (error) throw new Error(`filter: ${error}`);
   if (user) body.user = user;
@@ -128,7 +124,7 @@ function requestBody(op) {
   if (filter) body.filter = filter;
   if (op !== "context") {
     body.limit = limit;
-    body.rerank = $("#q-rerank", root).checked;
+    body.rerank = $("#q-rerank").checked;
   }
   if (op !== "find" && session) body.session_id = session;
   if (op === "context") delete body.include_provenance;
@@ -137,8 +133,8 @@ function requestBody(op) {
 
 async function run(event) {
   event.preventDefault();
-  const out = $("#query-out", root);
-  const op = root.querySelector("input[name=op]:checked").value;
+  const out = $("#query-out");
+  const op = document.querySelector("input[name=op]:checked").value;
   let body;
   try {
     body = requestBody(op);

@@ -1,15 +1,11 @@
 // GET /v1/stats as charts: latency percentiles and the zero-result share per context type.
 
+import { ctx } from "./state.js";
 import { describe } from "./api.js";
 import { $, clear, fmt, h, notice, s } from "./dom.js";
 
 const LATENCY = [["latency_ms_p50", "p50"], ["latency_ms_p95", "p95"], ["latency_ms_mean", "mean"], ["latency_ms_max", "max"]];
-let ctx;
-let root;
-
-export function mount(section, context) {
-  ctx = context;
-  root = section;
+export function mount(section) {
   clear(section, h("p", { class: "bar" }, h("button", { type: "button", id: "s-refresh" }, "Refresh"),
     h("span", { id: "s-since", class: "muted" })), h("div", { id: "s-out" }));
   $("#s-refresh", section).addEventListener("click", load);
@@ -23,10 +19,10 @@ function rows(snapshot) {
 }
 
 async function load() {
-  const out = $("#s-out", root);
+  const out = $("#s-out");
   try {
     const snapshot = await ctx.api.get("/v1/stats");
-    $("#s-since", root).textContent = ` since ${new Date(snapshot.since * 1000).toISOString().replace("T", " ").slice(0, 19)} UTC (this server process)`;
+    $("#s-since").textContent = ` since ${new Date(snapshot.since * 1000).toISOString().replace("T", " ").slice(0, 19)} UTC (this server process)`;
     const data = rows(snapshot);
     if (!snapshot.total.queries) {
       return clear(out, notice("info", "no queries yet: run one in the query pane, then refresh"), table(data));

@@ -1,16 +1,12 @@
 // The tenant's tree: folders with their L0 abstract, L1 overview and counts; a file's chunks
 // with their citations and its full body (GET /v1/tree, GET /v1/contents, POST /v1/find).
 
+import { ctx } from "./state.js";
 import { describe } from "./api.js";
 import { $, clear, fmt, h, notice, shortUri } from "./dom.js";
 
 const MAX_CHUNKS = 200;
-let ctx;
-let root;
-
-export function mount(section, context) {
-  ctx = context;
-  root = section;
+export function mount(section) {
   clear(section,
     h("form", { id: "tree-form", class: "bar" },
       h("label", {}, "Browse ", h("select", { id: "tree-root", "aria-label": "root" })),
@@ -36,13 +32,13 @@ function roots(me) {
 }
 
 function connected() {
-  const select = $("#tree-root", root);
+  const select = $("#tree-root");
   clear(select, roots(ctx.me).map((uri) => h("option", { value: uri }, uri)));
   openRoot(select.value);
 }
 
 async function openRoot(uri) {
-  const list = $("#tree-list", root);
+  const list = $("#tree-list");
   clear(list, h("p", { class: "muted" }, `loading ${uri}…`));
   try {
     const tree = await ctx.api.get("/v1/tree", { uri, depth: 2, limit: 200 });
@@ -90,12 +86,12 @@ function node(n) {
 }
 
 function select(label) {
-  for (const el of root.querySelectorAll(".node.selected")) el.classList.remove("selected");
+  for (const el of document.querySelectorAll(".node.selected")) el.classList.remove("selected");
   label.classList.add("selected");
 }
 
 async function readFolder(n) {
-  const detail = $("#tree-detail", root);
+  const detail = $("#tree-detail");
   clear(detail, heading(n), h("h4", {}, "L0 abstract"), h("p", { class: "l0" }, n.abstract),
     h("h4", {}, "L1 overview"), h("pre", { class: "l1 text" }, "loading…"));
   try {
@@ -115,7 +111,7 @@ function heading(n) {
 }
 
 async function readFile(n) {
-  const detail = $("#tree-detail", root);
+  const detail = $("#tree-detail");
   const chunkBox = h("div", { class: "chunks" }, h("p", { class: "muted" }, "loading chunks…"));
   const bodyBox = h("pre", { class: "l2 text" }, "loading…");
   clear(detail, heading(n), h("h4", {}, "L0 abstract"), h("p", { class: "l0" }, n.abstract),

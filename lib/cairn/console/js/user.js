@@ -1,15 +1,11 @@
 // A user's page: their sessions with messages, their memories by category (with forget), and the
 // context cairn prefetched for the newest message.
 
+import { ctx } from "./state.js";
 import { UNAVAILABLE, describe, may } from "./api.js";
 import { $, clear, fmt, h, notice, shortUri } from "./dom.js";
 
-let ctx;
-let root;
-
-export function mount(section, context) {
-  ctx = context;
-  root = section;
+export function mount(section) {
   clear(section,
     h("form", { id: "user-form", class: "bar" },
       h("label", {}, "user ", h("input", { id: "u-name", type: "text", required: true, placeholder: "end user id" })),
@@ -20,16 +16,16 @@ export function mount(section, context) {
       h("div", {}, h("h3", {}, "memories"), h("div", { id: "u-memories" }))));
   $("#user-form", section).addEventListener("submit", (e) => {
     e.preventDefault();
-    open($("#u-name", root).value.trim());
+    open($("#u-name").value.trim());
   });
   return { connected };
 }
 
 function connected() {
-  const name = $("#u-name", root);
+  const name = $("#u-name");
   name.value = ctx.me.user || name.value;
   name.readOnly = Boolean(ctx.me.user);
-  for (const id of ["#u-sessions", "#u-memories", "#u-prefetched"]) clear($(id, root));
+  for (const id of ["#u-sessions", "#u-memories", "#u-prefetched"]) clear($(id));
   if (name.value) open(name.value);
 }
 
@@ -59,8 +55,8 @@ function when(epoch) {
 }
 
 async function sessions(user) {
-  const box = $("#u-sessions", root);
-  const pre = $("#u-prefetched", root);
+  const box = $("#u-sessions");
+  const pre = $("#u-prefetched");
   clear(pre);
   const found = await userList(box, user, "sessions");
   if (!found) return;
@@ -87,7 +83,7 @@ async function messages(sn, item, withPrefetched = false) {
     const view = await ctx.api.get(`/v1/sessions/${encodeURIComponent(sn.id)}`, { recent: 50 });
     item.append(h("ol", { class: "messages" }, (view.recent || []).map((m) => h("li", { class: `message ${m.role}` },
       h("span", { class: "role" }, m.name ? `${m.role} (${m.name})` : m.role), " ", m.content))));
-    if (withPrefetched) clear($("#u-prefetched", root), prefetched(view));
+    if (withPrefetched) clear($("#u-prefetched"), prefetched(view));
   } catch (err) {
     item.append(notice("error", describe(err)));
   }
@@ -102,7 +98,7 @@ function prefetched(view) {
 }
 
 async function memories(user) {
-  const box = $("#u-memories", root);
+  const box = $("#u-memories");
   const found = await userList(box, user, "memories");
   if (!found) return;
   if (!found.length) return clear(box, notice("info", `no memories of ${user}`));
