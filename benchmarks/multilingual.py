@@ -20,7 +20,9 @@ Arms, each judged by ir-measures (nDCG@10, R@10):
 * ``cairn default (MiniLM)`` / ``cairn default (e5)``: ``find()`` as a caller gets it (quick, hybrid),
   the paragraphs ingested through the public ``Ingestor`` into the local store.
 
-``CAIRN_BENCH_ML=zh,de`` runs only those collections; ``CAIRN_BENCH_E5=0`` leaves out the e5 arms.
+``tokens`` (in the default list) counts the scifact and cranfield texts whose words changed (English
+must read as before). ``CAIRN_BENCH_ML=zh,de`` runs only those collections; ``CAIRN_BENCH_E5=0``
+leaves out the e5 arms.
 """
 
 from __future__ import annotations
@@ -175,10 +177,31 @@ def bench(code: str, data: Path, limit: int | None, use_e5: bool) -> dict[str, A
             "arms": {k: {m: round(v, 3) for m, v in a.items()} for k, a in arms.items()}}
 
 
+def english_tokens(data: Path) -> dict[str, Any]:
+    """How many English documents and queries of scifact and cranfield the language-aware tokenizer
+    reads differently from the English-only one it replaced (bm25s, English stop words, Snowball)."""
+    from cairn.vectorstores import keywords
+
+    out: dict[str, Any] = {}
+    for name in ("scifact", "cranfield"):
+        base = data / name
+        if not base.is_dir():
+            continue
+        docs = [json.loads(line) for line in open(base / "corpus.jsonl", encoding="utf-8")]
+        texts = [" ".join(filter(None, (d.get("title"), d.get("text")))) for d in docs]
+        texts += [json.loads(line)["text"] for line in open(base / "queries.jsonl", encoding="utf-8")]
+        before, after = _whitespace(texts), keywords.tokenize(texts)
+        out[name] = {"texts": len(texts), "differ": sum(a != b for a, b in zip(before, after, strict=True))}
+    return out
+
+
 def run(data: Path, limit_queries: int | None = None) -> dict[str, Any]:
-    codes = [c for c in os.environ.get("CAIRN_BENCH_ML", ",".join(COLLECTIONS)).split(",") if c]
+    codes = [c for c in os.environ.get("CAIRN_BENCH_ML", ",".join([*COLLECTIONS, "tokens"])).split(",") if c]
     use_e5 = os.environ.get("CAIRN_BENCH_E5", "1") != "0"
     out: dict[str, Any] = {"uptime": _uptime()}
+    if "tokens" in codes:
+        out["english_tokens"] = english_tokens(data)
+        codes.remove("tokens")
     for code in codes:
         started = time.perf_counter()
         out[code] = bench(code, data, limit_queries, use_e5)
