@@ -29,6 +29,9 @@ class CachedEmbedder(Embedder):
             self._vecs = np.load(self._path / "vectors.npy")
         self.misses = 0
 
+    def tokenizer(self):  # the wrapped model's (the evidence gate and token counts read it)
+        return self.inner.tokenizer()
+
     @staticmethod
     def _key(text: str) -> str:
         return hashlib.sha1(text.encode()).hexdigest()

@@ -1,8 +1,9 @@
 """LoCoMo evidence recall through cairn's memories (issue 12).
 
 Each conversation is one user. Its sessions are appended through cairn's sessions API in order
-(speaker A as ``user``, speaker B as ``assistant``, each turn with its speaker's name and the
-session's date) and each session is committed, which archives its turns as episodic memories
+(both speakers as ``user`` turns, since both are people whose words are remembered — cairn keeps
+what users say as memories and an assistant's replies only as their context — each turn with its
+speaker's name and the session's date) and each session is committed, which archives its turns as episodic memories
 (the embedded default: no LLM). Then every question of categories 1-4 is asked through
 ``Cairn.search`` in a fresh session of that user (``user=`` passed explicitly, context type
 memory). A memory cites the turns it came from; recall@k is the share of a question's evidence
@@ -112,12 +113,10 @@ def ingest(convs: list[dict], svc: MemoryService, sessions: Any) -> tuple[dict[s
     turns = 0
     for conv in convs:
         user = conv["sample_id"]
-        a = conv["conversation"]["speaker_a"]
         for _, start, session_turns in sessions_of(conv):
             s = sessions.create(TENANT, user=user)
             for i, turn in enumerate(session_turns):
-                role = "user" if turn["speaker"] == a else "assistant"
-                m = sessions.append(TENANT, s.id, role, turn["text"], name=turn["speaker"], created_at=start + i)
+                m = sessions.append(TENANT, s.id, "user", turn["text"], name=turn["speaker"], created_at=start + i)
                 dia_of[f"{s.id}#{m.seq}"] = turn["dia_id"]
                 turns += 1
             t0 = time.perf_counter()

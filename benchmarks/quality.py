@@ -63,6 +63,9 @@ class MemoEmbedder(Embedder):
         self._memo: dict[str, np.ndarray] = {}
         self.embed_ms: list[float] = []
 
+    def tokenizer(self):  # the wrapped model's (the evidence gate and token counts read it)
+        return self.inner.tokenizer()
+
     def _embed(self, texts: list[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
         if missing:
@@ -135,7 +138,7 @@ def measure(col: Collection, queries: list[dict], qrels: dict, ask: Any) -> dict
 
 
 def scoping(col: Collection, planner: Any, sessions: Any, session_of: dict, queries: list[dict], qrels: dict) -> dict[str, Any]:
-    """How often the planner scopes a dialogue to the folder of the entity its judged documents
+    """How often the planner boosts (scopes) a dialogue to the folder of the entity its judged documents
     belong to (the first two path segments below the root: domain / entity)."""
     right = wrong = none = 0
     lat = []
@@ -144,7 +147,7 @@ def scoping(col: Collection, planner: Any, sessions: Any, session_of: dict, quer
         t = time.perf_counter()
         plan = planner.plan(q["text"], view)
         lat.append((time.perf_counter() - t) * 1000)
-        folders = set(plan.queries[0].target_uris)
+        folders = set(plan.queries[0].boost_uris or plan.queries[0].target_uris)
         gold = {f"{col.root}/{'/'.join(d.split('/')[:2])}" for d in qrels[q["_id"]]}
         if not folders:
             none += 1
@@ -154,6 +157,27 @@ def scoping(col: Collection, planner: Any, sessions: Any, session_of: dict, quer
             wrong += 1
     n = max(len(queries), 1)
     return {"right": round(right / n, 4), "wrong": round(wrong / n, 4), "none": round(none / n, 4), **percentiles(lat)}
+
+
+def previous_user_turn(q: dict) -> str:
+    """The user turn before the last one of a dialogue ("" when there is none)."""
+    turns = (q.get("metadata", {}).get("context") or [])[:-1]
+    return next((t["text"] for t in reversed(turns) if t["speaker"] == "U"), "")
+
+
+def conversation_arms(col: Collection, ds: BeirSet, svc: Cairn, queries: list[dict], qrels: dict) -> dict[str, Any]:
+    """The ways to use a conversation the session search must beat (issue 19): ``find`` on the
+    turn, ``find`` on the previous user turn + the turn, BM25 on the last two user turns."""
+    opts = dict(limit=LIMIT, context_type="resource", score_threshold=-1.0)
+    two = [{**q, "text": f"{previous_user_turn(q)} {q['text']}".strip()} for q in queries]
+    out = {
+        "find_turn": measure(col, queries, qrels, lambda q: svc.find(q["text"], **opts)),
+        "find_previous_user_turn_and_turn": measure(col, two, qrels, lambda q: svc.find(q["text"], **opts)),
+        "bm25_last_two_user_turns": {k: round(v, 4) for k, v in evaluate(qrels, bm25_run(ds, two, stemmed=True)).items()},
+    }
+    for name, r in out.items():
+        print(f"  dstc11 {name}: {r}", flush=True)
+    return out
 
 
 def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
@@ -189,6 +213,7 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
             out["raw_last_turn_quick_dense"] = measure(
                 col, queries, qrels, lambda q: svc.find(q["text"], limit=LIMIT, context_type="resource", score_threshold=-1.0)
             )
+            out.update(conversation_arms(col, ds, svc, queries, qrels))
 
         def ask(rerank: bool = False, **opts: Any) -> Any:
             base = dict(limit=LIMIT, context_type="resource", score_threshold=-1.0, include_provenance=True)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 
 from . import uri as uris
-from .models import Candidate, MatchedContext
+from .models import MAX_MATCH_TEXT_CHARS, Candidate, Level, MatchedContext
 
 DEFAULT_THRESHOLD = 0.1
 HOTNESS_HALF_LIFE_S = 7 * 24 * 3600
@@ -69,7 +69,21 @@ def to_match(c: Candidate) -> MatchedContext:
         tags=tuple(r.tags),
         title=r.title,
         citation=citation_of(r.metadata),
+        text=bounded_text(r.text if r.level is Level.DETAIL and r.text else r.abstract),
     )
+
+
+def bounded_text(text: str, limit: int = MAX_MATCH_TEXT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters at the last sentence (else word) end before it, with
+    an ellipsis when it was cut."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    cut = max(head.rfind(". "), head.rfind(".\n"), head.rfind("? "), head.rfind("! "))
+    if cut < limit // 2:
+        cut = head.rfind(" ")
+    return (head[: cut + 1] if cut > 0 else head).rstrip() + "…"
 
 
 CITATION_PREFIX = "citation."

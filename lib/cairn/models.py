@@ -13,6 +13,7 @@ MetadataValue = str | int | float | bool | list[str]
 
 MAX_ABSTRACT_CHARS = 2000
 MAX_TEXT_CHARS = 8000
+MAX_MATCH_TEXT_CHARS = 1200  # the text a match carries: enough to answer from, bounded
 
 
 class ContextType(str, Enum):
@@ -41,7 +42,13 @@ class TypedQuery(_Frozen):
     context_type: ContextType | None = None  # None: every type the caller may see
     intent: str = ""
     priority: int = Field(default=3, ge=1, le=5)
-    target_uris: tuple[str, ...] = ()
+    target_uris: tuple[str, ...] = ()  # a wall: only under these (what the caller asked for)
+    # evidence, not a wall: what the conversation is about. Content under these folders ranks
+    # higher by up to ``boost`` (0..1: how sure the planner is); the rest of the tenant still competes.
+    boost_uris: tuple[str, ...] = ()
+    boost: float = Field(default=0.0, ge=0.0, le=1.0)
+    # how much this typed query's scores count when its matches are merged with the plan's others
+    weight: float = Field(default=1.0, gt=0.0, le=1.0)
 
 
 class QueryPlan(_Frozen):
@@ -160,6 +167,9 @@ class MatchedContext(_Frozen):
     tags: tuple[str, ...] = ()
     title: str = ""
     citation: dict[str, MetadataValue] | None = None  # where in its document: page, heading_path, start, end, ...
+    # the matched text itself (a leaf's chunk, a directory's abstract), at most MAX_MATCH_TEXT_CHARS:
+    # what an agent pastes without another read
+    text: str = Field(default="", max_length=MAX_MATCH_TEXT_CHARS)
 
     @field_validator("score")
     @classmethod

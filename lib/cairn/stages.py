@@ -14,15 +14,18 @@ from pydantic import BaseModel, Field
 
 from .assemble import DEFAULT_THRESHOLD, above_threshold, blend_hotness, dedupe_by_uri, document_key, to_match
 from .embeddings import Embedder
-from .models import Candidate, FindResult, MatchedContext, QueryPlan, QueryResult, ThinkingTrace, TraceStats, TypedQuery
+from .models import Candidate, FindResult, Level, MatchedContext, QueryPlan, QueryResult, ThinkingTrace, TraceStats, TypedQuery
 from .planning.base import Planner, raw_query
 from .requests import FindRequest
 from .rerank.base import Reranker
 from .sessions.base import SessionView
+from .retrieval.boost import merge_boosted
 from .retrieval.evidence import has_evidence
+from .retrieval.memories import memory_roots, relevant
 from .retrieval.quick import quick_search
 from .retrieval.scope import roots_for
 from .retrieval.thinking import ThinkingConfig, thinking_search
+from .uri import is_under
 from .vectorstores import VectorStore
 
 
@@ -55,18 +58,12 @@ def retrieve(
     rerank_follows: bool = False,
 ) -> RetrieveOutput:
     """Search for one typed query (quick or thinking); hand on candidates for rerank:
-    ``2·limit`` when a reranker follows, else ``limit``."""
+    ``2·limit`` when a reranker follows, else ``limit``. A typed query with ``boost_uris`` is
+    searched everywhere it may search and inside those folders, merged (:mod:`.retrieval.boost`)."""
     started = time.perf_counter()
     vector = embedder.embed_one(typed_query.query).tolist()
     roots = roots_for(typed_query.context_type, typed_query.target_uris, request.user)
     hand_on = 2 * request.limit if rerank_follows else request.limit
-    # Folders the planner narrowed the query to (not ones the caller named): inside them the query's
-    # entity words match every document, so keywords and feedback stop discriminating (measured:
-    # benchmarks/README.md). ``hybrid=None`` (search()'s "auto") is hybrid everywhere else.
-    narrowed = bool(typed_query.target_uris) and not request.target_uris
-    hybrid = request.hybrid if request.hybrid is not None else not narrowed
-    hybrid_text = typed_query.query if hybrid else None  # dense + keyword, in either mode
-    collapse = request.collapse_chunks  # one result per document unless asked
     threshold = request.score_threshold if request.score_threshold is not None else (thinking or ThinkingConfig()).threshold
     gate = ThinkingTrace(stats=TraceStats(mode=request.mode))
     if roots and threshold >= 0 and not has_evidence(
@@ -75,21 +72,54 @@ def retrieve(
         gate.stats.stop_reason = "no_evidence"
         gate.stats.latency_ms = (time.perf_counter() - started) * 1000
         return RetrieveOutput(query=typed_query, candidates=[], trace=gate)
+    # Folders the planner narrowed the query to: inside them the query's entity words match every
+    # document, so keywords and feedback stop discriminating (measured: benchmarks/README.md).
+    # ``hybrid=None`` (search()'s "auto") is hybrid everywhere else.
+    hybrid = request.hybrid if request.hybrid is not None else True
+    # every type for a known user: the memories get a search of their own (retrieval/memories.py)
+    own_memories = typed_query.context_type is None and not typed_query.target_uris and bool(request.user)
+    mem_roots = memory_roots(request.user) if own_memories else []
+    search_roots = [r for r in roots if r not in mem_roots]
+    candidates, trace = _search(typed_query.query, vector, search_roots, request, store, tenant, thinking, hand_on, hybrid, narrowed=False)
+    folders = tuple(u for u in typed_query.boost_uris if any(u == r or is_under(u, r) for r in roots))
+    if folders and not typed_query.target_uris:
+        inside_hybrid = request.hybrid if request.hybrid is not None else False
+        inside, inside_trace = _search(typed_query.query, vector, list(folders), request, store, tenant, thinking, hand_on,
+                                       inside_hybrid, narrowed=True)
+        trace.events += inside_trace.events
+        trace.stats.vector_calls += inside_trace.stats.vector_calls
+        trace.stats.rounds += inside_trace.stats.rounds
+        candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace)
+    if own_memories and request.user:
+        found, mem_trace = _search(typed_query.query, vector, mem_roots, request, store, tenant, thinking, request.limit, hybrid, narrowed=False)
+        found = [c for c in found if c.record.level is Level.DETAIL]  # a memory folder's summary cites nothing
+        trace.stats.vector_calls += mem_trace.stats.vector_calls
+        kept = relevant(found, candidates, threshold)
+        trace.add("keep", detail=f"memories of {request.user}: {len(kept)} of {len(found)} as relevant as the other matches")
+        candidates = candidates + kept
+    trace.events[:0] = gate.events
+    trace.stats.latency_ms = (time.perf_counter() - started) * 1000
+    return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace)
+
+
+def _search(
+    text: str, vector: list[float], roots: list[str], request: FindRequest, store: VectorStore, tenant: str,
+    thinking: ThinkingConfig | None, hand_on: int, hybrid: bool, *, narrowed: bool,
+) -> tuple[list[Candidate], ThinkingTrace]:
+    """One quick or thinking search under ``roots``."""
+    hybrid_text = text if hybrid else None  # dense + keyword, in either mode
+    collapse = request.collapse_chunks  # one result per document unless asked
     if request.mode == "thinking":
         cfg = thinking or ThinkingConfig()
         if request.score_threshold is not None:
             cfg = replace(cfg, threshold=request.score_threshold)
         if narrowed:  # feedback would pull the query toward what the narrowed folders' documents all share
             cfg = replace(cfg, feedback_docs=0)
-        candidates, trace = thinking_search(
+        return thinking_search(
             store, tenant, vector, roots, request.limit, request.filter, cfg, hand_on,
             hybrid_text=hybrid_text, collapse_chunks=collapse,
         )
-    else:
-        candidates, trace = quick_search(store, tenant, vector, roots, hand_on, request.filter, hybrid_text, collapse)
-    trace.events[:0] = gate.events
-    trace.stats.latency_ms = (time.perf_counter() - started) * 1000
-    return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace)
+    return quick_search(store, tenant, vector, roots, hand_on, request.filter, hybrid_text, collapse)
 
 
 def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: float) -> list[Candidate]:
@@ -109,6 +139,19 @@ def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: flo
     return candidates
 
 
+def per_type(candidates: list[Candidate], limit: int) -> list[Candidate]:
+    """At most ``limit`` candidates of each context type, order kept: a user's memories do not
+    take the places of resources, nor resources theirs."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in candidates:
+        t = c.record.context_type.value
+        if seen.get(t, 0) < limit:
+            seen[t] = seen.get(t, 0) + 1
+            out.append(c)
+    return out
+
+
 def rerank(
     outputs: list[RetrieveOutput],
     request: FindRequest,
@@ -120,22 +163,28 @@ def rerank(
 ) -> FindResult:
     """Rerank each typed query's candidates, then threshold (strict ``>``; the request's
     ``score_threshold``, else ``threshold``: the settings'), dedupe by URI, cut to ``limit`` per
-    typed query, and bucket by context type."""
+    type and typed query, merge the typed queries (each URI at its best score times its typed
+    query's ``weight``), and bucket by context type, ``limit`` per bucket."""
     threshold = threshold if request.score_threshold is None else request.score_threshold
     result = FindResult(query_plan=plan_)
     best: dict[str, MatchedContext] = {}  # a URI found by several typed queries is listed once
     for out in outputs:
         rescored = _rescore(out, reranker, hotness_weight)
-        kept = dedupe_by_uri(above_threshold(rescored, threshold), request.collapse_chunks)[: request.limit]
+        kept = per_type(dedupe_by_uri(above_threshold(rescored, threshold), request.collapse_chunks), request.limit)
         out.trace.stats.candidates_excluded += len(out.candidates) - len(kept)
         matches = [to_match(c) for c in kept]
         result.query_results.append(
             QueryResult(query=out.query, matches=matches, tiers={m.uri: c.reason for m, c in zip(matches, kept)}, trace=out.trace)
         )
+        weight = out.query.weight
         for m in matches:  # one entry per URI (per document when collapsing) across typed queries
             key = document_key(m.uri) if request.collapse_chunks else m.uri
+            if weight != 1.0:
+                m = m.model_copy(update={"score": round(m.score * weight, 6)})
             if key not in best or m.score > best[key].score:
                 best[key] = m
     for m in sorted(best.values(), key=lambda m: -m.score):
-        getattr(result, m.context_type.bucket).append(m)
+        bucket = getattr(result, m.context_type.bucket)
+        if len(bucket) < request.limit:  # several typed queries: still ``limit`` per type
+            bucket.append(m)
     return result

@@ -1,4 +1,4 @@
-"""A conversation's entity scopes the search to the folder named after it; hybrid quick mode."""
+"""A conversation's entity ranks the folder named after it first (evidence, never a wall); hybrid quick mode."""
 
 import pytest
 
@@ -41,38 +41,49 @@ def test_the_resolver_finds_the_outermost_folder_named_after_the_entity(svc):
     assert resolve("Hobsons House", ["cairn://agent/skills"]) == []  # only under the given roots
 
 
-def test_the_sessions_entity_scopes_the_search(svc):
+def test_the_sessions_entity_ranks_its_folder_first_and_never_hides_the_rest(svc):
     s = svc.sessions.create("t")
     svc.sessions.append("t", s.id, "user", "I'd like to stay at Hobsons House next week.")
     svc.sessions.append("t", s.id, "assistant", "Sure, Hobsons House has rooms available.")
     res = svc.search("Is there parking there?", session_id=s.id, limit=3)
     tq = res.query_plan.queries[0]
-    assert tq.target_uris == (f"{ROOT}/hotel/1",) and "scoped to" in res.query_plan.reasoning
-    assert tq.query == "Is there parking there?"  # scoped: the name is not added to the text
+    assert tq.boost_uris == (f"{ROOT}/hotel/1",) and not tq.target_uris and "boosted" in res.query_plan.reasoning
+    assert tq.query == "Is there parking there?"  # the turn as it was said
     leaves = [m for m in res.all() if m.level == 2]
     assert leaves[0].uri == f"{ROOT}/hotel/1/faq/parking.md"
-    assert all(m.uri.startswith(f"{ROOT}/hotel/1") for m in res.all())
+    assert any(m.uri.startswith(f"{ROOT}/hotel/2") for m in res.all())  # the rest still competes, ranked lower
 
 
-def test_search_fuses_keywords_except_inside_the_folder_the_planner_narrowed_to(svc):
+def test_when_the_boosted_folder_has_nothing_good_the_answer_comes_from_the_whole_tenant(svc):
     s = svc.sessions.create("t")
     svc.sessions.append("t", s.id, "user", "I'd like to stay at Hobsons House next week.")
-    narrowed = svc.search("Is there parking there?", session_id=s.id, include_provenance=True)
-    assert narrowed.query_plan.queries[0].target_uris  # the planner narrowed it to the hotel's folder
-    assert "mode=dense" in narrowed.query_results[0].trace.events[0].detail
-    assert not [e for e in narrowed.query_results[0].trace.events if e.kind == "feedback"]
-    wide = svc.search("Is there parking?", include_provenance=True)  # no session: nothing narrowed
+    res = svc.search("no parking, where is the city car park?", session_id=s.id, limit=3, include_provenance=True)
+    assert res.query_plan.queries[0].boost_uris == (f"{ROOT}/hotel/1",)
+    assert [m for m in res.all() if m.level == 2][0].uri == f"{ROOT}/hotel/2/faq/parking.md"
+    events = [e.detail for e in res.query_results[0].trace.events]
+    assert any("answered from the whole tenant" in d for d in events)
+
+
+def test_search_fuses_keywords_except_inside_the_folder_the_planner_boosted(svc):
+    s = svc.sessions.create("t")
+    svc.sessions.append("t", s.id, "user", "I'd like to stay at Hobsons House next week.")
+    boosted = svc.search("Is there parking there?", session_id=s.id, include_provenance=True)
+    assert boosted.query_plan.queries[0].boost_uris  # the planner boosted the hotel's folder
+    searches = [e.detail for e in boosted.query_results[0].trace.events if e.kind == "global_search"]
+    assert any("mode=hybrid" in d and "'cairn://resources'" in d for d in searches)  # the whole tenant
+    assert any("mode=dense" in d and "hotel/1" in d for d in searches)  # inside the folder: dense
+    wide = svc.search("Is there parking?", include_provenance=True)  # no session: nothing boosted
     assert "mode=hybrid" in wide.query_results[0].trace.events[0].detail
     asked = svc.search("Is there parking there?", session_id=s.id, hybrid=True, include_provenance=True)
-    assert "mode=hybrid" in asked.query_results[0].trace.events[0].detail  # the caller's choice wins
+    assert all("mode=hybrid" in e.detail for e in asked.query_results[0].trace.events if e.kind == "global_search")
 
 
-def test_an_unknown_entity_leaves_the_search_unscoped(svc):
+def test_an_unknown_entity_boosts_nothing(svc):
     s = svc.sessions.create("t")
     svc.sessions.append("t", s.id, "user", "What about the Grand Budapest Hotel?")
     res = svc.search("Is there parking?", session_id=s.id, limit=4)
     # "hotel" is a folder of the tree (it holds every hotel): no single hotel is chosen
-    assert not {f"{ROOT}/hotel/1", f"{ROOT}/hotel/2"} & set(res.query_plan.queries[0].target_uris)
+    assert not {f"{ROOT}/hotel/1", f"{ROOT}/hotel/2"} & set(res.query_plan.queries[0].boost_uris)
     assert {m.uri.split("/")[5] for m in res.all() if m.level == 2} == {"1", "2"}
 
 
@@ -84,12 +95,12 @@ def test_hybrid_quick_mode_fuses_dense_and_keyword_scores(svc):
     assert set(res.query_results[0].tiers.values()) == {"hybrid"}
 
 
-def test_a_lower_case_misspelt_conversation_scopes_to_its_folder(svc):
+def test_a_lower_case_misspelt_conversation_boosts_its_folder(svc):
     s = svc.sessions.create("t")
     svc.sessions.append("t", s.id, "user", "hi, i want to stay at hobson house next week")
     svc.sessions.append("t", s.id, "assistant", "sure, that is booked")
     res = svc.search("is there parking", session_id=s.id, limit=3)
-    assert res.query_plan.queries[0].target_uris == (f"{ROOT}/hotel/1",)
+    assert res.query_plan.queries[0].boost_uris == (f"{ROOT}/hotel/1",)
     assert "confidence" in res.query_plan.reasoning
 
 

@@ -39,11 +39,12 @@ def test_rerank_stage_cuts_buckets_and_reports_display_uris():
         ],
     )
     res = rerank([out], req)
-    # cut to the limit per typed query, best first, then bucketed
+    # cut to the limit per context type of each typed query, best first, then bucketed: a
+    # memory does not take a resource's place
     assert [m.uri for m in res.memories] == ["cairn://user/u/memories/m"]
-    assert [m.uri for m in res.resources] == ["cairn://resources/a.md"]
-    assert res.skills == [] and res.total == 2
-    assert res.query_results[0].trace.stats.candidates_excluded == 3
+    assert [m.uri for m in res.resources] == ["cairn://resources/a.md", "cairn://resources/dir/.abstract.md"]
+    assert res.skills == [] and res.total == 3
+    assert res.query_results[0].trace.stats.candidates_excluded == 2
 
 
 def test_rerank_stage_shows_directories_with_their_level_suffix():

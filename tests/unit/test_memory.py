@@ -144,16 +144,31 @@ def test_a_users_search_never_returns_another_users_memories(store, embedder, se
         assert all(m.uri.startswith("cairn://user/ann/") for m in result.memories)
 
 
-def test_commit_archives_new_turns_with_speaker_date_and_citations(store, embedder, sessions):
+def test_commit_keeps_what_the_user_said_with_speaker_date_citations_and_the_replies_as_context(store, embedder, sessions):
     svc = MemoryService(store, embedder, T, sessions=sessions, window=2)
     sid = _chat(sessions, "caroline", CHAT)
     done = svc.commit(sid)
-    assert (done.messages, done.committed_through, len(done.episodes)) == (5, 5, 3)
+    assert (done.messages, done.committed_through, len(done.episodes), done.memories) == (5, 5, 3, 3)
     first = store.fetch(T, [record_id(T, done.episodes[0], Level.DETAIL)])[0]
-    assert first.metadata["cites"] == [f"{sid}#1", f"{sid}#2"]
-    assert first.metadata["speakers"] == ["Caroline", "Melanie"] and first.metadata["date"].startswith("8 May 2023")
+    assert first.metadata["cites"] == [f"{sid}#1"]  # only the user's own words are a memory of the user
+    assert first.metadata["context_seqs"] == ["2"]
+    assert first.metadata["speakers"] == ["Caroline"] and first.metadata["date"].startswith("8 May 2023")
     assert first.text.startswith("[8 May 2023, 13:56] Caroline: I went to an LGBTQ support group")
+    assert first.text.endswith("(context) Melanie: That sounds amazing! What happened there?")
+    assert "kept 3 things caroline said as episodic memories" in done.summary and "no LLM" in done.summary
     assert sessions.get(T, sid).session.committed_through == 5
+
+
+def test_without_an_llm_an_assistants_reply_is_never_a_memory_of_the_user(store, embedder, sessions):
+    svc = MemoryService(store, embedder, T, sessions=sessions)
+    sid = _chat(sessions, "ann", [("user", None, "Which plan am I on?"), ("assistant", None, "I don't know."),
+                                  ("assistant", None, "Anything else?")])
+    done = svc.commit(sid)
+    texts = [t for t, _ in _records_under(store, "ann").values()]
+    assert len(done.episodes) == 1 and done.memories == 1
+    assert not any(t.startswith("[") and "assistant: I don't know" in t.split("\n")[0] for t in texts)
+    episode = store.fetch(T, [record_id(T, done.episodes[0], Level.DETAIL)])[0]
+    assert episode.metadata["cites"] == [f"{sid}#1"] and "(context) assistant: I don't know." in episode.text
 
 
 def test_committing_twice_adds_nothing_and_a_later_commit_completes_the_open_window(store, embedder, sessions):
@@ -164,11 +179,13 @@ def test_committing_twice_adds_nothing_and_a_later_commit_completes_the_open_win
     again = svc.commit(sid)
     assert (again.messages, again.written) == (0, 0) and _records_under(store, "caroline") == before
     sessions.append(T, sid, "assistant", "Counseling would suit you.", name="Melanie")
+    sessions.append(T, sid, "user", "Thanks, I will apply in March.", name="Caroline")
     later = svc.commit(sid)
-    assert later.episodes == [f"cairn://user/caroline/memories/episodes/{sid}-000005"]  # the window 5-6, completed
+    # the window 5-6 is completed in place (its user turn now has its reply as context), 7-8 is new
+    assert later.episodes == [f"cairn://user/caroline/memories/episodes/{sid}-00000{n}" for n in (5, 7)]
     rec = store.fetch(T, [record_id(T, later.episodes[0], Level.DETAIL)])[0]
-    assert rec.metadata["cites"] == [f"{sid}#5", f"{sid}#6"]
-    assert store.count(T, {"ancestors": memory_root("caroline"), "level": 2}) == 3
+    assert rec.metadata["cites"] == [f"{sid}#5"] and rec.text.endswith("(context) Melanie: Counseling would suit you.")
+    assert store.count(T, {"ancestors": memory_root("caroline"), "level": 2}) == 4
 
 
 @pytest.mark.parametrize("fail_on", [1, 2, 3, 4])
@@ -224,7 +241,7 @@ def test_llm_commit_extracts_typed_memories_that_cite_their_messages_and_merges_
     svc = MemoryService(store, embedder, T, sessions=sessions, llm=llm)
     sid = _chat(sessions, "caroline", CHAT)
     first = svc.commit(sid)
-    assert first.extracted == ["cairn://user/caroline/memories/events/support-group"] and len(first.episodes) == 5
+    assert first.extracted == ["cairn://user/caroline/memories/events/support-group"] and len(first.episodes) == 3
     assert "<messages>" in llm.prompts[0] and "[seq 1]" in llm.prompts[0]  # the conversation goes in as data
     sessions.append(T, sid, "user", "Went to the support group again tonight.", name="Caroline")
     second = svc.commit(sid)

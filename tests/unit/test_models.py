@@ -62,6 +62,7 @@ def test_find_result_to_dict_shape():
         "tags": ["x"],
         "title": "",
         "citation": None,
+        "text": "",
     }
     assert d["skills"] == []
 

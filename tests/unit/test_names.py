@@ -4,7 +4,7 @@ weighted by the tree's own names (no word list), with a confidence."""
 import pytest
 
 from cairn.planning.names import NameIndex, normalise
-from cairn.planning.scope import FolderResolver
+from cairn.planning.scope import FolderResolver, Said
 from cairn.vectorstores.fusion import fuse
 
 pytestmark = pytest.mark.unit
@@ -91,11 +91,24 @@ class _Names:
 
 def test_the_most_recent_confident_mention_wins_and_low_confidence_is_explained(index):
     resolver = FolderResolver(None, "t", names=_Names(index))
-    texts = [(0, "do they have parking?"), (4, "the acorn is cheaper"), (2, "the lensfield hotel is nice")]
+    texts = [Said(0, "do they have parking?"), Said(4, "the acorn is cheaper", "user", 1),
+             Said(2, "the lensfield hotel is nice", "user", 3)]
     res = resolver.resolve(texts, [R])
     assert res.folders == (f"{R}/hotel/5",) and "message 4" in res.explain()
-    weak = resolver.resolve([(0, "is there a guest house?")], [R])
-    assert weak.match is None and weak.explain().startswith("not scoped")
+    assert 0 < res.strength < res.match.confidence  # one message back: faded
+    weak = resolver.resolve([Said(0, "is there a guest house?")], [R])
+    assert weak.match is None and weak.explain().startswith("no folder boosted")
+
+
+def test_a_users_mention_outweighs_an_assistants_and_a_new_topic_replaces_an_old_one(index):
+    resolver = FolderResolver(None, "t", names=_Names(index))
+    user_then_assistant = [Said(0, "and parking?"), Said(4, "I recommend the lensfield hotel", "assistant", 1),
+                           Said(3, "tell me about the lensfield hotel", "user", 2)]
+    res = resolver.resolve(user_then_assistant, [R])
+    assert res.role == "user" and res.strength == pytest.approx(res.match.confidence * 0.8**2)
+    new_topic = [Said(0, "is it quiet?"), Said(6, "what about the acorn guest house", "user", 1),
+                 Said(2, "tell me about the lensfield hotel", "user", 5)]
+    assert resolver.resolve(new_topic, [R]).folders == (f"{R}/hotel/5",)
 
 
 def test_fusion_keeps_dense_scores_on_their_scale_and_gives_unknown_words_no_bonus():

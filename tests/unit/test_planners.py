@@ -165,8 +165,19 @@ def test_pronoun_follow_up_gets_the_entity_of_the_conversation():
     )
     plan = SessionRewritePlanner().plan("Is the room quite large there?", session)
     assert plan.planner == "session-rewrite"
-    assert [(q.query, q.context_type) for q in plan.queries] == [("Is the room quite large there? (Avalon)", None)]
-    assert "Avalon" in plan.reasoning
+    # the turn as it was said, and the turn with what the conversation says it is about
+    assert [(q.query, q.context_type) for q in plan.queries] == [
+        ("Is the room quite large there?", None),
+        ("I need a guesthouse in the north with free wifi. Is the room quite large there? (Avalon)", None),
+    ]
+    assert plan.queries[1].weight < 1 and "Avalon" in plan.reasoning
+
+
+def test_a_short_follow_up_is_searched_with_the_question_it_follows():
+    session = view(("user", "How long do refunds take?"), ("assistant", "5 to 10 business days."))
+    plan = SessionRewritePlanner().plan("and for yearly plans?", session)
+    assert [q.query for q in plan.queries] == ["and for yearly plans?", "How long do refunds take? and for yearly plans?"]
+    assert "previous user turn" in plan.reasoning
 
 
 def test_the_most_recent_entity_wins_and_names_in_the_query_are_skipped():
@@ -174,8 +185,11 @@ def test_the_most_recent_entity_wins_and_names_in_the_query_are_skipped():
         ("user", 'Tell me about "Pizza Hut Fen Ditton".'),
         ("assistant", "Pizza Hut Fen Ditton is cheap. The Acorn Guest House is nearby."),
     )
-    assert SessionRewritePlanner().plan("Do they deliver?", session).queries[0].query == "Do they deliver? (Acorn Guest House, Pizza Hut Fen Ditton)"
-    one = SessionRewritePlanner(max_names=1).plan("Is the Acorn Guest House good, and do they deliver?", session)
+    carried = SessionRewritePlanner().plan("Do they deliver?", session).queries[1].query
+    assert carried == 'Tell me about "Pizza Hut Fen Ditton". Do they deliver? (Acorn Guest House)'  # a name said is not added twice
+    alone = view(("assistant", "Pizza Hut Fen Ditton is cheap. The Acorn Guest House is nearby."))
+    assert SessionRewritePlanner().plan("Do they deliver?", alone).queries[0].query == "Do they deliver? (Acorn Guest House, Pizza Hut Fen Ditton)"
+    one = SessionRewritePlanner(max_names=1).plan("Is the Acorn Guest House good, and do they deliver?", alone)
     assert one.queries[0].query.endswith("(Pizza Hut Fen Ditton)")
 
 
@@ -192,8 +206,8 @@ def test_vocabulary_catches_lower_case_names_and_the_type_restriction_is_kept():
     plan = SessionRewritePlanner(["Maharajah Tandoori Restaurant", "Maharajah Tandoori"]).plan(
         "is the decor modern?", session, context_type=ContextType.RESOURCE
     )
-    assert plan.queries[0].query == "is the decor modern? (Maharajah Tandoori)"
-    assert plan.queries[0].context_type is ContextType.RESOURCE
+    assert plan.queries[1].query == "any indian food? is the decor modern? (Maharajah Tandoori)"
+    assert {q.context_type for q in plan.queries} == {ContextType.RESOURCE}
 
 
 def test_no_session_is_the_raw_query():

@@ -69,6 +69,12 @@ class Embedder(ABC):
         """One search query's vector (the query input type where the model has one)."""
         return self.embed([text], input_type="query")[0]
 
+    def tokenizer(self) -> Any | None:
+        """The model's own tokenizer (a ``tokenizers.Tokenizer``: no padding, no truncation) when
+        the embedder has one on this machine, else None. What token budgets are counted with, and
+        how the evidence gate tells words from random letters (:mod:`cairn.retrieval.evidence`)."""
+        return None
+
     def _embed_with_retries(self, batch: list[str], input_type: InputType) -> np.ndarray:
         def once() -> np.ndarray:
             try:

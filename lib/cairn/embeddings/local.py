@@ -136,6 +136,17 @@ def _pool(sessions: int, threads: int) -> _Pool:
         return pool
 
 
+@lru_cache(maxsize=1)
+def _plain_tokenizer() -> Any:
+    """The model's tokenizer without padding or truncation: for counting and reading, not embedding."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(_tokenizer_path()))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
+
+
 class LocalEmbedder(Embedder):
     name = "local-minilm"
     dimension = DIMENSION
@@ -187,6 +198,9 @@ class LocalEmbedder(Embedder):
         for rows, vecs in zip(parts, results, strict=True):
             out[rows] = vecs
         return out
+
+    def tokenizer(self) -> Any:
+        return _plain_tokenizer()
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         tok, pool = _tokenizer(), _pool(self._sessions, max(1, self._threads))

@@ -132,7 +132,8 @@ class MemoryService:
         after = session.committed_through
         # re-read the window the last commit left half full, so its episode is completed in place
         start = window_start(after + 1, self.window) - 1
-        messages = self.sessions.list_messages(self.tenant, session_id, after_seq=start)
+        # one message more before the window: the reply a first new user turn answers is its context
+        messages = self.sessions.list_messages(self.tenant, session_id, after_seq=max(start - 1, 0))
         new = [m for m in messages if m.seq > after]
         missed = max(0, session.summarized_through - after)
         if missed:
@@ -142,7 +143,7 @@ class MemoryService:
         if not new:
             result.seconds = time.perf_counter() - started
             return result
-        archived = episodes(session.user, session_id, messages, self.window)
+        archived = episodes(session.user, session_id, messages, self.window, since=after + 1)
         typed: list[MemoryItem] = []
         if self.extractor is not None:
             ex = self.extractor.extract(session.user, session_id, new)
@@ -154,5 +155,20 @@ class MemoryService:
         result.extracted = [i.uri for i in typed]
         result.messages = len(new)
         result.committed_through = self.sessions.mark_committed(self.tenant, session_id, new[-1].seq)
+        result.memories = len(archived) + len(typed)
+        result.summary = stored_summary(session.user, archived, typed, result.extractor)
         result.seconds = time.perf_counter() - started
         return result
+
+
+def stored_summary(user: str, archived: list[MemoryItem], typed: list[MemoryItem], extractor: str) -> str:
+    """What a commit stored, in one sentence a person reads."""
+    context = sum(len(i.metadata.get("context_seqs", [])) for i in archived)  # type: ignore[arg-type]
+    said = (
+        f"kept {len(archived)} thing{'s' if len(archived) != 1 else ''} {user} said as episodic memories"
+        + (f" (with {context} assistant repl{'ies' if context != 1 else 'y'} as their context)" if context else "")
+        if archived else f"nothing {user} said was new"
+    )
+    if extractor == "none":
+        return f"{said}; no LLM is configured, so no typed memories were extracted"
+    return f"{said}; {len(typed)} typed memor{'ies' if len(typed) != 1 else 'y'} created or updated ({extractor})"

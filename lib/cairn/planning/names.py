@@ -15,7 +15,9 @@ share) and finds them in a text:
   each other), raised half-way to 1 when its rarest found word leads to one subtree only
   ("granary" names one place even said alone); ``distinctiveness`` is how rare that word is (against
   the rarest word of a typical name of the tree);
-  ``confidence`` is their product, in 0..1;
+  ``confidence`` is their product, in 0..1; a one-word name said whole is weakened the same way
+  by the share of the content using its word that lies outside its folders (an ordinary word
+  of the tenant, "support" or "data", is not a mention by itself);
 - a name stands for its outermost folders (a "Reviews of X" folder inside "X" is not a second X).
 
 No word list of any domain: the weights come from the tenant's names. :class:`FolderNames`
@@ -248,9 +250,13 @@ class NameIndex:
         coverage = said_share
         if anchor_word in got and got[anchor_word][1] == 1.0 and self.subtrees[anchor_word] == frozenset(e.folders):
             coverage = (1.0 + coverage) / 2.0  # the word, said as written, names this folder and no other
+        folders = tuple(sorted(e.folders))
         if said_share < 1.0:  # part of the name said: is its word the tree's common currency?
-            folders = tuple(sorted(e.folders))
             coverage *= 1.0 - self._spread_of(anchor_word, folders) * math.sqrt(1.0 - said_share)
+        elif sum(1 for w in set(e.words) if w not in self.stop) == 1:
+            # a one-word name said whole ("support", "data") is a mention only when the tenant's
+            # content does not use the word everywhere: an ordinary word names no folder by itself
+            coverage *= 1.0 - self._spread_of(anchor_word, folders)
         distinct = min(1.0, max(self.idf[w] for w in got if w not in self.stop) / self.idf_ref)
         positions = [p for p, _ in got.values()]
         said = " ".join(words[min(positions) : max(positions) + 1])

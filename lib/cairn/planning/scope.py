@@ -1,12 +1,20 @@
-"""Resolving what a conversation is about to the folder that holds it.
+"""Resolving what a conversation is about to the folder that holds it: evidence, not a wall.
 
 A conversation names what it is about ("the granary", "b and q warehouse"); a tree often
-has a folder for it (a customer, a product, a place). Searching inside that folder is what
-tells one place's "is there parking?" from another's. :class:`FolderResolver` looks for the
+has a folder for it (a customer, a product, a place). Ranking that folder's content first is
+what tells one place's "is there parking?" from another's. :class:`FolderResolver` looks for the
 tree's own folder names (:mod:`.names`: titles and shared metadata, any casing, misspelt or
-partial) in the query first, then in the messages, most recent first, and returns the first
-name found with at least ``min_confidence``; below it, nothing is scoped and the resolution
-says which name came closest.
+partial; an ordinary word the whole tenant uses, such as "support" or "data", is not a name by
+itself) in the query and in the recent messages. A mention counts when its confidence reaches
+``min_confidence``; among those, the one with the highest *strength* wins:
+
+    strength = confidence × role weight (the query and user turns 1, assistant turns
+               ``ASSISTANT_WEIGHT``) × ``FADE`` ** (messages back)
+
+so a user's own words weigh more than an assistant's reply that quotes a folder name, older
+mentions fade, and a newer topic replaces an older one. The plan carries the folders as
+``boost_uris`` with ``boost = strength``: retrieval ranks their content higher and still searches
+the whole tenant (:mod:`cairn.retrieval.boost`), so a wrong guess costs little.
 """
 
 from __future__ import annotations
@@ -22,11 +30,31 @@ from .names import DEFAULT_MIN_CONFIDENCE, FolderNames, NameMatch
 Roots = Callable[[ContextType | None], list[str]]
 
 
+ASSISTANT_WEIGHT = 0.6  # an assistant's reply that names a folder says less than the user naming it
+FADE = 0.8  # per message back: older mentions fade
+
+
+@dataclass(frozen=True)
+class Said:
+    """One text of the conversation: the query (seq 0, age 0) or a message."""
+
+    seq: int
+    text: str
+    role: str = "user"
+    age: int = 0  # messages back from the query (0: the query itself)
+
+    @property
+    def weight(self) -> float:
+        return (ASSISTANT_WEIGHT if self.role == "assistant" else 1.0) * FADE**self.age
+
+
 @dataclass(frozen=True)
 class Resolution:
-    match: NameMatch | None  # the name the search is scoped to
+    match: NameMatch | None  # the name the search ranks first
     closest: NameMatch | None  # the best name found under the confidence, when nothing passed
     min_confidence: float
+    strength: float = 0.0  # confidence × role weight × fade of the winning mention (0..1)
+    role: str = "user"
 
     @property
     def folders(self) -> tuple[str, ...]:
@@ -36,16 +64,16 @@ class Resolution:
         if self.match:
             m = self.match
             return (
-                f"scoped to {', '.join(m.folders)}: folder name {m.name!r} (said {m.said!r} in {where(m.seq)}, "
-                f"confidence {m.confidence:.2f})"
+                f"boosted {', '.join(m.folders)}: folder name {m.name!r} (said {m.said!r} in {where(m.seq)} by the "
+                f"{self.role}, confidence {m.confidence:.2f}, strength {self.strength:.2f})"
             )
         if self.closest:
             c = self.closest
             return (
-                f"not scoped: the closest folder name, {c.name!r} (said {c.said!r} in {where(c.seq)}), has confidence "
+                f"no folder boosted: the closest folder name, {c.name!r} (said {c.said!r} in {where(c.seq)}), has confidence "
                 f"{c.confidence:.2f}, under {self.min_confidence:.2f}"
             )
-        return "not scoped: no folder name of the tree is mentioned"
+        return "no folder boosted: no folder name of the tree is mentioned"
 
 
 class FolderResolver:
@@ -65,38 +93,48 @@ class FolderResolver:
         self.min_confidence = min_confidence
         self.lookups = 0
 
-    def resolve(self, texts: Sequence[tuple[int, str]], roots: list[str]) -> Resolution:
-        """``texts``: (message seq, text) in the order to try them (0: the query; then newest first)."""
+    def resolve(self, texts: Sequence[Said | tuple[int, str]], roots: list[str]) -> Resolution:
+        """``texts``: the query and the messages (:class:`Said`, or ``(seq, text)`` pairs read as
+        user texts of age 0); the strongest mention wins (module doc)."""
         closest: NameMatch | None = None
+        best: tuple[float, NameMatch, Said] | None = None
         if roots:
             index = self.names.index(roots)
             self.lookups += 1
-            for seq, text in texts:
-                found = index.match(text, seq)
+            for said in texts:
+                said = said if isinstance(said, Said) else Said(said[0], said[1])
+                found = index.match(said.text, said.seq)
                 if not found:
                     continue
-                if found[0].confidence >= self.min_confidence:
-                    return Resolution(found[0], None, self.min_confidence)
-                if closest is None or found[0].confidence > closest.confidence:
-                    closest = found[0]
-        return Resolution(None, closest, self.min_confidence)
+                top = found[0]
+                if top.confidence < self.min_confidence:
+                    if closest is None or top.confidence > closest.confidence:
+                        closest = top
+                    continue
+                strength = top.confidence * said.weight
+                if best is None or strength > best[0]:
+                    best = (strength, top, said)
+        if best is None:
+            return Resolution(None, closest, self.min_confidence)
+        return Resolution(best[1], None, self.min_confidence, round(min(best[0], 1.0), 4), best[2].role)
 
     def __call__(self, name: str, roots: list[str]) -> list[str]:
         """The folders ``name`` resolves to with enough confidence (empty when none does)."""
-        return list(self.resolve([(0, name)], roots).folders)
+        return list(self.resolve([Said(0, name)], roots).folders)
 
 
 def scope_plan(plan: QueryPlan, resolver: FolderResolver, roots: Roots) -> QueryPlan:
-    """Scope each typed query that has no targets to the folder its own text names (the names an
-    LLM planner wrote into its queries are checked against the tree; unknown names scope nothing)."""
+    """Boost, for each typed query without targets, the folder its own text names: the names an
+    LLM planner wrote into its queries go through the same rule as a conversation's (checked
+    against the tree, ordinary words are not names, evidence and never a wall)."""
     queries, notes = [], []
     for tq in plan.queries:
         if tq.target_uris:
             queries.append(tq)
             continue
-        res = resolver.resolve([(0, tq.query)], roots(tq.context_type))
+        res = resolver.resolve([Said(0, tq.query)], roots(tq.context_type))
         notes.append(f"{tq.query!r}: {res.explain(lambda _: 'the planned query')}")
-        queries.append(tq.model_copy(update={"target_uris": res.folders}) if res.match else tq)
+        queries.append(tq.model_copy(update={"boost_uris": res.folders, "boost": res.strength}) if res.match else tq)
     if not notes:
         return plan
     return plan.model_copy(update={"queries": tuple(queries), "reasoning": f"{plan.reasoning} [folders: {'; '.join(notes)}]"})

@@ -3,9 +3,14 @@
 A follow-up turn rarely names what it is about ("do they have parking?"): the conversation
 does. With a :class:`~cairn.planning.scope.FolderResolver`, the planner looks for the names the
 tenant's own folders carry (titles and shared metadata; any casing, misspelt, partial or spoken
-forms) in the query, then in the recent messages, most recent first, and scopes the search to
-the folder of the first name found with enough confidence; under it, the plan says which name
-came closest and does not scope.
+forms; not ordinary words) in the query and the recent messages, weighed by speaker and age,
+and *boosts* the folder of the strongest mention (``boost_uris``: its content ranks higher, the
+rest of the tenant still competes); under the confidence, the plan says which name came closest.
+
+The conversation's content is carried too: when there is a previous user turn, a second typed
+query searches it together with the query ("what about the fee?" is searched with the question
+it follows). Both typed queries' matches are merged, each URI at its best score, so a turn that
+says what it is about is not diluted and a follow-up finds what it answers.
 
 When nothing is scoped, names written in the conversation are added to the query text:
 
@@ -29,10 +34,14 @@ from ..models import ContextType, QueryPlan
 from ..sessions.base import Message, SessionView
 from .base import raw_query
 from .names import STOP_WORDS
-from .scope import FolderResolver, Resolution
+from .scope import FolderResolver, Resolution, Said
 
 PLANNER_NAME = "session-rewrite"
 LOOKBACK = 5
+MAX_CARRIED_CHARS = 1000  # of the previous user turn carried into a follow-up's query
+# the carried query's matches count for this share of their score: a turn that says what it is
+# about keeps its own answer first (chosen on agent_day and dstc11, benchmarks/README.md)
+CARRIED_WEIGHT = 0.9
 _QUOTED = re.compile(
     r"[\"“]([^\"”\n]{2,60})[\"”]|(?<![A-Za-z])'([A-Z][^'\n]{1,58})'(?![A-Za-z])"
 )
@@ -162,6 +171,8 @@ class SessionRewritePlanner:
         resolver: FolderResolver | None = None,
         roots: Callable[[ContextType | None], list[str]] | None = None,
         stop_words: Iterable[str] = (),
+        follow_up_words: int | None = None,
+        carried_weight: float = CARRIED_WEIGHT,
     ) -> None:
         """``resolver`` finds the folder the conversation is about (it scopes the search);
         ``roots`` gives the roots a context type searches; ``stop_words`` extends the generic
@@ -179,6 +190,9 @@ class SessionRewritePlanner:
         self.max_names = max_names
         self.resolver = resolver
         self.roots = roots  # the roots a context type searches (where folders are looked up)
+        # a query of at most this many words is also searched with the previous user turn (None: any)
+        self.follow_up_words = follow_up_words
+        self.carried_weight = carried_weight
 
     def plan(
         self,
@@ -190,50 +204,58 @@ class SessionRewritePlanner:
     ) -> QueryPlan:
         messages = list(session.recent[-self.lookback :]) if session else []
         resolution = self._scope(query, messages, context_type, target_uris)
-        if resolution is not None and resolution.match:
-            return QueryPlan(
-                reasoning=resolution.explain(),
-                queries=(raw_query(query, context_type, resolution.folders, intent="query in the conversation's folder"),),
-                planner=self.name,
+        boost: dict = {}
+        notes: list[str] = []
+        if resolution is not None:
+            notes.append(resolution.explain())
+            if resolution.match:
+                boost = {"boost_uris": resolution.folders, "boost": resolution.strength}
+        carried = self.with_conversation(query, messages)
+        names = [] if boost else self.resolve(query, messages)
+        if names:
+            notes.insert(0, "added " + "; ".join(f"{m.name!r} ({m.source}, message {m.seq})" for m in names))
+        # the conversation's content (the previous user turn, names written in the conversation)
+        # goes into a second query; without a previous user turn, the names go into the only one
+        named = f" ({', '.join(m.name for m in names if carried is None or not _contains(carried, m.name, self.stop))})"
+        named = "" if named == " ()" else named
+        text = f"{query}{named}" if carried is None else query
+        intent = "query with the session's entity" if text != query else "raw query"
+        queries = [raw_query(text, context_type, target_uris, intent=intent).model_copy(update=boost)]
+        if carried is not None:
+            carried += named
+            queries.append(
+                raw_query(carried, context_type, target_uris, intent="query with the previous user turn")
+                .model_copy(update={**boost, "weight": self.carried_weight})
             )
-        why_scoped = f"; {resolution.explain()}" if resolution is not None else ""
-        names = self.resolve(query, messages)
-        if not names:
-            why = (
-                "no session"
-                if session is None
-                else "the query names its entity, or the conversation names none"
+            notes.append(
+                f"also searched with the previous user turn, its matches weighted {self.carried_weight:g} "
+                "(a follow-up is searched with what it answers)"
             )
-            return QueryPlan(
-                reasoning=f"raw query: {why}{why_scoped}",
-                queries=(raw_query(query, context_type, target_uris),),
-                planner=self.name,
-            )
-        rewritten = f"{query} ({', '.join(m.name for m in names)})"
-        reasoning = "added " + "; ".join(
-            f"{m.name!r} ({m.source}, message {m.seq})" for m in names
-        ) + why_scoped
-        return QueryPlan(
-            reasoning=reasoning,
-            queries=(
-                raw_query(
-                    rewritten,
-                    context_type,
-                    target_uris,
-                    intent="query with the session's entity",
-                ),
-            ),
-            planner=self.name,
-        )
+        if session is None:
+            notes.insert(0, "raw query: no session")
+        return QueryPlan(reasoning="; ".join(notes) or "raw query", queries=tuple(queries), planner=self.name)
+
+    def with_conversation(self, query: str, messages: Sequence[Message]) -> str | None:
+        """The query with the previous user turn before it (None without one, or when the query
+        is longer than ``follow_up_words`` words and so likely says what it is about)."""
+        previous = next((m.content for m in reversed(messages) if m.role == "user" and m.content.strip()), None)
+        if previous is None or previous.strip() == query.strip():
+            return None
+        if self.follow_up_words is not None and len(query.split()) > self.follow_up_words:
+            return None
+        return f"{' '.join(previous.split())[:MAX_CARRIED_CHARS]} {query}"
 
     def _scope(
         self, query: str, messages: Sequence[Message], context_type: ContextType | None, target_uris: tuple[str, ...]
     ) -> Resolution | None:
-        """The folder the query, else the most recent message, names; None when the caller gave
-        targets or no resolver is configured."""
+        """The folder the conversation is about (the query and the recent messages, each weighed
+        by its speaker and age: :mod:`.scope`); None when the caller gave targets or no resolver
+        is configured."""
         if self.resolver is None or self.roots is None or target_uris:
             return None
-        texts = [(0, query)] + [(m.seq, m.content) for m in reversed(messages)]
+        texts = [Said(0, query)] + [
+            Said(m.seq, m.content, m.role, age) for age, m in enumerate(reversed(messages), start=1)
+        ]
         return self.resolver.resolve(texts, self.roots(context_type))
 
     def resolve(self, query: str, messages: Sequence[Message]) -> list[Mention]:

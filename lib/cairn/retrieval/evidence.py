@@ -1,12 +1,22 @@
-"""No evidence, no results: a query made of words the tenant's content never uses must beat noise.
+"""No evidence, no results: only nonsense gets nothing.
 
 A score threshold on cosine similarity cannot tell noise from an answer on every collection: an
 embedding model gives random letters a similarity of 0.2–0.37 to the nearest document of some
 collections (all-MiniLM-L6-v2 on abstracts of biomedical papers), which is where the relevant
 documents of hard questions score on others. So the threshold alone lets gibberish through.
 
-The gate asks for evidence of one of two kinds before a typed query keeps its candidates:
+The gate asks for evidence of one of three kinds before a typed query keeps its candidates:
 
+* **language**: the query itself reads as words of a language (:func:`reads_as_language`): at
+  least ``LANGUAGE_MIN_WORDS`` words, and at least ``LANGUAGE_MIN_SHARE`` of its letters in words
+  the embedder's own tokenizer holds whole (one vocabulary entry, not pieces or unknown). A
+  paraphrase that shares no word with its answer ("is there somewhere to leave the car" →
+  parking) is a real question on a tenant of any size, so it keeps its best matches; random
+  letters break into word pieces (0 of 1,000 random strings read as language with MiniLM's
+  vocabulary, 140 of the 159 turns of the agent-day chats do, benchmarks/README.md). Any script
+  the tokenizer knows counts the same way (a CJK character it holds is a word); a language
+  analyser (word segmentation) can replace the test with :func:`set_language_check`. Without a
+  tokenizer (a remote embedder), this kind of evidence is not available and the two below decide;
 * **lexical**: at least one of the query's words (stemmed, stop words aside) occurs in the
   content the query may search (its roots and filter: another user's memories never count) — one
   keyword search with limit 1, on backends that have keyword search;
@@ -33,7 +43,9 @@ import random
 import string
 import threading
 import time
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -47,8 +59,60 @@ FLOOR_SIGMAS = 5.0
 FLOOR_TTL_S = 300.0
 _SEED = 20261201
 
+LANGUAGE_MIN_WORDS = 2
+LANGUAGE_MIN_SHARE = 0.75
+UNKNOWN_TOKENS = frozenset({"[UNK]", "<unk>"})  # WordPiece's, SentencePiece's
+
 _floors: dict[tuple[int, str], tuple[float, float]] = {}  # (store, tenant) -> (computed at, floor)
 _lock = threading.Lock()
+
+LanguageCheck = Callable[[str, Any], bool]  # (query, the embedder's tokenizer or None) -> reads as language
+_language_check: LanguageCheck | None = None
+
+
+def set_language_check(check: LanguageCheck | None) -> None:
+    """Replace :func:`reads_as_language` (e.g. by a per-language analyser that segments text
+    written without spaces); None restores the default."""
+    global _language_check
+    _language_check = check
+
+
+def language_share(text: str, tokenizer: Any) -> tuple[float, int]:
+    """(share of the letters of ``text`` in words the tokenizer holds whole, number of words with
+    a letter). A word is what the tokenizer's pre-tokenizer makes of the text (spaces and
+    punctuation split it; each CJK character is a word of its own)."""
+    enc = tokenizer.encode(text, add_special_tokens=False)
+    pieces: dict[int, list[str]] = {}
+    for token, word in zip(enc.tokens, enc.word_ids):
+        if word is not None:
+            pieces.setdefault(word, []).append(token)
+    whole = letters = words = 0
+    for tokens in pieces.values():
+        unknown = any(t in UNKNOWN_TOKENS for t in tokens)
+        n = sum(1 for ch in "".join(tokens) if ch.isalpha())
+        if not n and not unknown:
+            continue  # digits and punctuation say nothing either way
+        words += 1
+        letters += max(n, 1)
+        if len(tokens) == 1 and not unknown:
+            whole += n
+    return (whole / letters if letters else 0.0), words
+
+
+def tokenizer_of(embedder: Any) -> Any:
+    """The embedder's tokenizer, or None (an embedder written before tokenizers were asked for)."""
+    get = getattr(embedder, "tokenizer", None)
+    return get() if callable(get) else None
+
+
+def reads_as_language(text: str, tokenizer: Any) -> bool:
+    """Whether ``text`` is made of words (module doc); False without a tokenizer."""
+    if _language_check is not None:
+        return _language_check(text, tokenizer)
+    if tokenizer is None:
+        return False
+    share, words = language_share(text, tokenizer)
+    return words >= LANGUAGE_MIN_WORDS and share >= LANGUAGE_MIN_SHARE
 
 
 def random_strings(n: int, seed: int) -> list[str]:
@@ -144,6 +208,9 @@ def has_evidence(
         return True
     scope = scope_filter(roots, user_filter)  # only what this query may search: no word of another user's memories counts
     if store.query(VectorQuery(tenant=tenant, text=text, mode=SearchMode.KEYWORD, filter=scope, limit=1)):
+        return True
+    if reads_as_language(text, tokenizer_of(embedder)):
+        trace.add("keep", detail="no query word occurs in the content, but the query reads as language: its best matches are kept")
         return True
     floor = noise_floor(store, embedder, tenant)
     hits = store.query(VectorQuery(tenant=tenant, vector=vector, filter=scope, limit=1))

@@ -1,0 +1,231 @@
+"""agent_day: an agent's day of support chats through `cairn serve`, five ways to use a conversation.
+
+The knowledge base (``benchmarks/agent_day/kb/``: 32 help-centre pages in topic folders whose names
+are ordinary words too: billing, support, data, engineering, faq, account) is uploaded with
+``PUT /v1/documents``; five users' facts are remembered with ``POST /v1/memories``; then ten
+scripted chats (``benchmarks/agent_day/conversations.json``, written for this benchmark: 154 judged
+turns with paraphrases, topic changes, short follow-ups, references back and questions about
+remembered facts) are played turn by turn. Before a user turn is appended to its session, each arm
+answers it over HTTP:
+
+* ``find(turn)``; ``search(turn)`` without a session; ``search(turn, session)`` (the agent path);
+* ``find(previous user turn + turn)``: the naive way to use a conversation;
+* ``bm25(last two user turns)``: bm25s over the raw pages (stemmed, English stop words).
+
+Judged on the kb pages (chunks count as their page): recall@3, recall@5 and nDCG@10 per arm, over
+every turn with ``docs``; memory recall = share of the ``mem`` turns whose remembered fact is in the
+first 3 results of the answer (memories and resources ranked together) for the session arm; the
+share of empty answers on judged turns; p50 / p95 per call. The chats of one user follow each
+other, and each chat is committed at its end (``POST /v1/sessions/{id}/commit``): what a user said
+in an earlier chat ("we're a registered charity") is a memory in the next.
+
+Also: 1,000 random strings (``cairn.retrieval.evidence.random_strings``, a seed of its own) asked
+with ``find`` and ``search``: how many get any result (the target is none).
+
+    python -m benchmarks.run agent_day
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from cairn.client import CairnClient
+
+from .metrics import evaluate, percentiles
+
+SUITE = "agent_day"
+HERE = Path(__file__).parent / "agent_day"
+ROOT = "cairn://resources/kb"
+LIMIT = 10
+ARMS = ("find", "search", "search_session", "find_prev_turn", "bm25_two_turns")
+NOISE = 1000
+
+
+def load() -> tuple[list[dict], dict]:
+    docs = [{"path": str(p.relative_to(HERE / "kb")), "text": p.read_text()} for p in sorted((HERE / "kb").rglob("*.md"))]
+    return docs, json.loads((HERE / "conversations.json").read_text())
+
+
+def page_of(uri: str) -> str | None:
+    """``cairn://resources/kb/billing/refunds.md#2`` -> ``billing/refunds.md`` (folders: None)."""
+    if not uri.startswith(ROOT + "/") or uri.endswith((".abstract.md", ".overview.md")):
+        return None
+    return uri[len(ROOT) + 1 :].split("#", 1)[0]
+
+
+def ranked_pages(matches: list[Any]) -> dict[str, float]:
+    """The kb pages of a result, best first, each once, scored by rank (for ir-measures)."""
+    out: dict[str, float] = {}
+    for m in matches:
+        page = page_of(m.uri)
+        if page and page not in out:
+            out[page] = float(1000 - len(out))
+    return out
+
+
+class Bm25:
+    """Plain BM25 over the kb pages (bm25s, English stop words, Snowball stemmer)."""
+
+    def __init__(self, docs: list[dict]) -> None:
+        import bm25s
+        import Stemmer
+
+        self.bm25s, self.stem = bm25s, Stemmer.Stemmer("english").stemWords
+        self.paths = [d["path"] for d in docs]
+        self.index = bm25s.BM25()
+        self.index.index(bm25s.tokenize([d["text"] for d in docs], stopwords="en", stemmer=self.stem, show_progress=False), show_progress=False)
+
+    def __call__(self, text: str) -> dict[str, float]:
+        tokens = self.bm25s.tokenize([text], stopwords="en", stemmer=self.stem, return_ids=False, show_progress=False)
+        if not tokens[0]:
+            return {}
+        ids, scores = self.index.retrieve(tokens, k=LIMIT, show_progress=False)
+        return {self.paths[i]: float(s) for i, s in zip(ids[0], scores[0]) if s > 0}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(home: Path) -> tuple[subprocess.Popen, str]:
+    """`cairn serve` in a process of its own, on a fresh home (the embedded default)."""
+    port = _free_port()
+    env = {**os.environ, "CAIRN_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    for name in ("CAIRN_PLANNER", "CAIRN_LLM_PROVIDER", "CAIRN_RERANKER"):
+        env.pop(name, None)
+    cli = Path(sys.executable).with_name("cairn")
+    log = (home / "serve.log").open("wb")  # a pipe nobody reads would fill and stall the server
+    proc = subprocess.Popen([str(cli), "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"cairn serve exited: {(home / 'serve.log').read_text()[-2000:]}")
+        try:
+            with CairnClient(url, timeout_s=2, retries=0) as c:
+                c.health()
+            return proc, url
+        except Exception:  # noqa: BLE001 - not up yet
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("cairn serve did not answer within 120 s")
+
+
+def _timed(latencies: list[float], call: Any) -> Any:
+    t0 = time.perf_counter()
+    out = call()
+    latencies.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
+    runs: dict[str, dict[str, dict[str, float]]] = {a: {} for a in ARMS}
+    latency: dict[str, list[float]] = defaultdict(list)
+    qrels: dict[str, dict[str, int]] = {}
+    empty: dict[str, int] = defaultdict(int)
+    memory_hits, memory_turns, misses = 0, 0, []
+    per_kind: dict[str, list[str]] = defaultdict(list)
+    for conv in data["conversations"]:
+        session = client.create_session(user=conv["user"])
+        user_turns: list[str] = []
+        for n, turn in enumerate(conv["turns"]):
+            qid = f"{conv['id']}#{n}"
+            u = turn["u"]
+            prev = user_turns[-1] if user_turns else ""
+            answers = {
+                "find": _timed(latency["find"], lambda: client.find(u, limit=LIMIT)),
+                "search": _timed(latency["search"], lambda: client.search(u, limit=LIMIT)),
+                "search_session": _timed(latency["search_session"], lambda: client.search(u, session.id, limit=LIMIT)),
+                "find_prev_turn": _timed(latency["find_prev_turn"], lambda: client.find(f"{prev} {u}".strip(), limit=LIMIT)),
+            }
+            for arm, res in answers.items():
+                runs[arm][qid] = ranked_pages(res.all())
+                if (turn.get("docs") or turn.get("mem")) and res.total == 0:
+                    empty[arm] += 1
+            runs["bm25_two_turns"][qid] = _timed(latency["bm25_two_turns"], lambda: bm25(f"{prev} {u}"))
+            if turn.get("docs"):
+                qrels[qid] = {d: 1 for d in turn["docs"]}
+                per_kind[turn.get("kind", "")].append(qid)
+            if turn.get("mem"):
+                memory_turns += 1
+                top3 = answers["search_session"].all()[:3]
+                if any(m.context_type.value == "memory" and turn["mem"].lower() in _text(m).lower() for m in top3):
+                    memory_hits += 1
+                else:
+                    misses.append({"turn": qid, "query": u, "top3": [m.uri for m in top3]})
+            client.append_message(session.id, "user", u)
+            client.append_message(session.id, "assistant", turn["a"])
+            user_turns.append(u)
+        client.commit(session.id)
+    judged = len(qrels)
+    judged_all = judged + sum(1 for c in data["conversations"] for t in c["turns"] if t.get("mem") and not t.get("docs"))
+    arms = {}
+    for arm in ARMS:
+        scores = {**evaluate(qrels, runs[arm], 10), **{k: v for k, v in evaluate(qrels, runs[arm], 3).items() if "recall" in k},
+                  **{k: v for k, v in evaluate(qrels, runs[arm], 5).items() if "recall" in k}}
+        arms[arm] = {k: round(v, 3) for k, v in scores.items()} | percentiles(latency[arm]) | {
+            "empty_answers": f"{empty[arm]}/{judged_all}" if arm != "bm25_two_turns" else "-",
+        }
+    by_kind = {
+        kind: {arm: round(evaluate({q: qrels[q] for q in qids}, runs[arm], 10)["nDCG@10"], 3) for arm in ARMS} | {"turns": len(qids)}
+        for kind, qids in sorted(per_kind.items())
+    }
+    worse = [q for q in qrels if _turn_ndcg(qrels, runs["search_session"], q) < _turn_ndcg(qrels, runs["find"], q)]
+    return {
+        "judged_turns": judged, "memory_turns": memory_turns, "arms": arms, "by_kind_nDCG@10": by_kind,
+        "memory_recall@3": round(memory_hits / max(memory_turns, 1), 3), "memory_misses": misses,
+        "session_worse_than_find": worse,
+    }
+
+
+def _turn_ndcg(qrels: dict, run: dict, qid: str) -> float:
+    return evaluate({qid: qrels[qid]}, {qid: run.get(qid, {})}, 10)["nDCG@10"]
+
+
+def _text(m: Any) -> str:
+    return " ".join(filter(None, (m.title, m.abstract, getattr(m, "text", "") or "")))
+
+
+def noise(client: CairnClient, n: int = NOISE) -> dict[str, int]:
+    from cairn.retrieval.evidence import random_strings
+
+    texts = random_strings(n, seed=424242)
+    return {
+        "strings": n,
+        "find_with_results": sum(1 for t in texts if client.find(t, limit=LIMIT).total),
+        "search_with_results": sum(1 for t in texts if client.search(t, limit=LIMIT).total),
+    }
+
+
+def run(data: Path, limit_queries: int | None = None) -> dict:
+    docs, script = load()
+    if limit_queries:
+        script = {**script, "conversations": script["conversations"][: max(1, limit_queries // 15)]}
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url = start_server(Path(tmp))
+        try:
+            with CairnClient(url, timeout_s=60) as client:
+                client.put_documents(ROOT, docs)
+                for user, facts in script["memories"].items():
+                    for key, category, text in facts:
+                        client.remember(text, category, user=user, key=key)
+                client.find("warm up")
+                out = play(client, script, Bm25(docs))
+                out["noise"] = noise(client)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    out["pages"] = len(docs)
+    out["machine"] = f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    return out
