@@ -57,9 +57,12 @@ def test_the_sessions_entity_ranks_its_folder_first_and_never_hides_the_rest(svc
 def test_when_the_boosted_folder_has_nothing_good_the_answer_comes_from_the_whole_tenant(svc):
     s = svc.sessions.create("t")
     svc.sessions.append("t", s.id, "user", "I'd like to stay at Hobsons House next week.")
-    res = svc.search("no parking, where is the city car park?", session_id=s.id, limit=3, include_provenance=True)
+    meta = {"entity_name": "ACORN GUEST HOUSE"}
+    svc.ingestor().upsert([Document(("hotel", "2", "faq", "breakfast.md"), "Breakfast is served from 7 to 10 with vegan options.",
+                                    title="When is breakfast?", metadata=meta)], ROOT)
+    res = svc.search("what time is breakfast served?", session_id=s.id, limit=3, include_provenance=True)
     assert res.query_plan.queries[0].boost_uris == (f"{ROOT}/hotel/1",)
-    assert [m for m in res.all() if m.level == 2][0].uri == f"{ROOT}/hotel/2/faq/parking.md"
+    assert [m for m in res.all() if m.level == 2][0].uri == f"{ROOT}/hotel/2/faq/breakfast.md"
     events = [e.detail for e in res.query_results[0].trace.events]
     assert any("answered from the whole tenant" in d for d in events)
 

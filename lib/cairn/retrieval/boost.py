@@ -3,11 +3,12 @@
 A typed query with ``boost_uris`` (the planner's reading of the conversation, :mod:`cairn.planning.scope`)
 is searched twice: over every root it may search (the whole tenant, memories and skills included)
 and inside the boosted folders (dense, no feedback: there the entity's words match every document).
-The two candidate lists are merged by URI: a candidate under a boosted folder scores its best
-score plus ``MAX_MARGIN × boost``, every other keeps its own. So the folder's content wins over
-look-alikes elsewhere (another hotel's identical parking page), and a better answer elsewhere still
-comes first when the folder has nothing good: the result then comes from the whole tenant, and the
-trace says which happened.
+The two candidate lists are merged by URI, each candidate at its best score. A candidate under a
+boosted folder is *good* when it scores at least ``GOOD_RATIO`` of the best candidate anywhere:
+the good ones rank first (so one hotel's "animals are welcome" page beats another hotel's page that
+shares the word "dog"), then everything else in its own order, its scores scaled under the last
+good one. When the folders hold nothing good, the order is the whole tenant's, and the trace says
+which happened.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from ..assemble import finite
 from ..models import Candidate, ThinkingTrace
 from ..uri import is_under
 
-# Chosen by measurement (benchmarks/README.md, agent_day and dstc11): how far a boosted folder's
-# content may rank above an equally scored candidate elsewhere, at boost 1.
-MAX_MARGIN = 0.15
+# Chosen on agent_day and dstc11 (benchmarks/README.md): how close to the best match anywhere a
+# match inside the conversation's folder must come to rank before it.
+GOOD_RATIO = 0.5
 
 
 def under_any(uri: str, folders: tuple[str, ...]) -> bool:
@@ -34,23 +35,27 @@ def merge_boosted(
     trace: ThinkingTrace,
 ) -> list[Candidate]:
     """``everywhere`` and ``inside`` merged (module doc), best first, cut to ``hand_on``; the
-    trace records whether the best candidate came from the boosted folders."""
-    margin = MAX_MARGIN * max(0.0, min(boost, 1.0))
+    trace records whether the best candidate came from the boosted folders. ``boost`` (the
+    planner's strength) is recorded; any mention strong enough to be boosted ranks its folder."""
     best: dict[str, Candidate] = {}
     for c in [*everywhere, *inside]:
         key = f"{c.uri}\x00{int(c.record.level)}"
         if key not in best or finite(c.score) > finite(best[key].score):
             best[key] = c
-    merged = [
-        c.model_copy(update={"score": finite(c.score) + margin, "reason": f"{c.reason}+boost"}) if under_any(c.uri, folders) else c
-        for c in best.values()
-    ]
-    merged.sort(key=lambda c: (-finite(c.score), c.uri))
-    merged = merged[:hand_on]
-    top_inside = bool(merged) and under_any(merged[0].uri, folders)
+    top = max((finite(c.score) for c in best.values()), default=0.0)
+    good = sorted((c for c in best.values() if under_any(c.uri, folders) and finite(c.score) >= GOOD_RATIO * top),
+                  key=lambda c: (-finite(c.score), c.uri))
+    rest = sorted((c for c in best.values() if c not in good), key=lambda c: (-finite(c.score), c.uri))
+    if good and rest and finite(rest[0].score) >= finite(good[-1].score):  # scale the rest under the last good one
+        factor = 0.999 * finite(good[-1].score) / finite(rest[0].score)
+        rest = [c.model_copy(update={"score": finite(c.score) * factor}) for c in rest]
+    good = [c.model_copy(update={"reason": f"{c.reason}+boost"}) for c in good]
+    merged = (good + rest)[:hand_on]
     detail = (
-        f"boosted {', '.join(folders)} by {margin:.3f}: the best match is "
-        + ("inside the boosted folders" if top_inside else "outside them (the boosted folders had nothing better): answered from the whole tenant")
+        f"boosted {', '.join(folders)} (strength {boost:.2f}): {len(good)} match(es) inside rank first"
+        if good else
+        f"boosted {', '.join(folders)} (strength {boost:.2f}): nothing inside scores {GOOD_RATIO:g} of the best match, "
+        "answered from the whole tenant"
     )
-    trace.add("keep" if top_inside else "fallback", detail=detail)
+    trace.add("keep" if good else "fallback", detail=detail)
     return merged
