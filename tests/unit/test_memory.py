@@ -148,7 +148,7 @@ def test_commit_keeps_what_the_user_said_with_speaker_date_citations_and_the_rep
     svc = MemoryService(store, embedder, T, sessions=sessions, window=2)
     sid = _chat(sessions, "caroline", CHAT)
     done = svc.commit(sid)
-    assert (done.messages, done.committed_through, len(done.episodes), done.memories) == (5, 5, 3, 3)
+    assert (done.messages, done.committed_through, len(done.episodes), done.stored) == (5, 5, 3, 3)
     first = store.fetch(T, [record_id(T, done.episodes[0], Level.DETAIL)])[0]
     assert first.metadata["cites"] == [f"{sid}#1"]  # only the user's own words are a memory of the user
     assert first.metadata["context_seqs"] == ["2"]
@@ -165,7 +165,7 @@ def test_without_an_llm_an_assistants_reply_is_never_a_memory_of_the_user(store,
                                   ("assistant", None, "Anything else?")])
     done = svc.commit(sid)
     texts = [t for t, _ in _records_under(store, "ann").values()]
-    assert len(done.episodes) == 1 and done.memories == 1
+    assert len(done.episodes) == 1 and done.stored == 1
     assert not any(t.startswith("[") and "assistant: I don't know" in t.split("\n")[0] for t in texts)
     episode = store.fetch(T, [record_id(T, done.episodes[0], Level.DETAIL)])[0]
     assert episode.metadata["cites"] == [f"{sid}#1"] and "(context) assistant: I don't know." in episode.text

@@ -140,6 +140,6 @@ class CommitResult(BaseModel):
     missed: int = 0  # messages folded into the summary before any commit read them
     extractor: str = "none"  # none | llm | fallback:<reason>
     written: int = 0
-    memories: int = 0  # memories stored by this commit: episodes + typed memories
+    stored: int = 0  # memories stored by this commit: episodes + typed memories
     summary: str = ""  # what was stored, in words ("kept 3 things ann said as episodic memories ...")
     seconds: float = 0.0

@@ -155,7 +155,7 @@ class MemoryService:
         result.extracted = [i.uri for i in typed]
         result.messages = len(new)
         result.committed_through = self.sessions.mark_committed(self.tenant, session_id, new[-1].seq)
-        result.memories = len(archived) + len(typed)
+        result.stored = len(archived) + len(typed)
         result.summary = stored_summary(session.user, archived, typed, result.extractor)
         result.seconds = time.perf_counter() - started
         return result
