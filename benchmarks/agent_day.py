@@ -12,6 +12,9 @@ answers it over HTTP:
 * ``find(previous user turn + turn)``: the naive way to use a conversation;
 * ``bm25(last two user turns)``: bm25s over the raw pages (stemmed, English stop words).
 
+and ``POST /v1/context`` with the session and a 300-token budget (blocks over budget; its latency
+next to the session search's).
+
 Judged on the kb pages (chunks count as their page): recall@3, recall@5 and nDCG@10 per arm, over
 every turn with ``docs``; memory recall = share of the ``mem`` turns whose remembered fact is in the
 first 3 results of the answer (memories and resources ranked together) for the session arm; the
@@ -48,6 +51,7 @@ ROOT = "cairn://resources/kb"
 LIMIT = 10
 ARMS = ("find", "search", "search_session", "find_prev_turn", "bm25_two_turns")
 NOISE = 1000
+CONTEXT_BUDGET = 300
 
 
 def load() -> tuple[list[dict], dict]:
@@ -134,7 +138,7 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
     latency: dict[str, list[float]] = defaultdict(list)
     qrels: dict[str, dict[str, int]] = {}
     empty: dict[str, int] = defaultdict(int)
-    memory_hits, memory_turns, misses = 0, 0, []
+    memory_hits, memory_turns, misses, over_budget = 0, 0, [], 0
     per_kind: dict[str, list[str]] = defaultdict(list)
     for conv in data["conversations"]:
         session = client.create_session(user=conv["user"])
@@ -154,6 +158,8 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
                 if (turn.get("docs") or turn.get("mem")) and res.total == 0:
                     empty[arm] += 1
             runs["bm25_two_turns"][qid] = _timed(latency["bm25_two_turns"], lambda: bm25(f"{prev} {u}"))
+            block = _timed(latency["context_session"], lambda: client.context(u, session.id, budget_tokens=CONTEXT_BUDGET, limit=LIMIT))
+            over_budget += block.tokens > CONTEXT_BUDGET
             if turn.get("docs"):
                 qrels[qid] = {d: 1 for d in turn["docs"]}
                 per_kind[turn.get("kind", "")].append(qid)
@@ -182,7 +188,10 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
         for kind, qids in sorted(per_kind.items())
     }
     worse = [q for q in qrels if _turn_ndcg(qrels, runs["search_session"], q) < _turn_ndcg(qrels, runs["find"], q)]
+    ctx = percentiles(latency["context_session"])
+    extra = [c - s_ for c, s_ in zip(latency["context_session"], latency["search_session"])]
     return {
+        "context_300_tokens": ctx | {"over_budget": over_budget, "p50_ms_over_search": round(sorted(extra)[len(extra) // 2], 2)},
         "judged_turns": judged, "memory_turns": memory_turns, "arms": arms, "by_kind_nDCG@10": by_kind,
         "memory_recall@3": round(memory_hits / max(memory_turns, 1), 3), "memory_misses": misses,
         "session_worse_than_find": worse,
