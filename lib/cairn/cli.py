@@ -170,6 +170,7 @@ def print_table(result: Any, show_provenance: bool = False) -> None:
         queries = "; ".join(
             f"{q.query!r} ({q.context_type.value if q.context_type else 'all'})"
             + (f" in {', '.join(q.target_uris)}" if q.target_uris else "")
+            + (f" boosting {', '.join(q.boost_uris)}" if q.boost_uris else "")
             for q in plan.queries
         )
         print(f"  plan [{plan.planner}{', fallback' if plan.fallback else ''}]: {queries or 'no retrieval needed'}")

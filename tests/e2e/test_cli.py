@@ -65,8 +65,8 @@ def test_demo_answers_questions_about_cairn(tmp_path):
     assert "provenance: mode=quick" in out.stdout
     # and a search() whose session says what "it" is
     assert "== search (session " in out.stdout
-    assert "plan [session-rewrite]: 'What are the three levels?' (all) in cairn://resources/cairn-docs/concepts" in out.stdout
-    assert "searched cairn://resources/cairn-docs/concepts" in out.stdout  # scoped to the folder the dialogue names
+    assert "plan [session-rewrite]: 'What are the three levels?' (all) boosting cairn://resources/cairn-docs/concepts" in out.stdout
+    assert "searched cairn://resources/cairn-docs/concepts" in out.stdout  # the folder the dialogue names, searched first
     assert "cairn://resources/cairn-docs/concepts/uris-and-levels.md" in out.stdout
     assert "through the HTTP API (cairn serve on http://127.0.0.1:" in out.stdout
     assert '"message":"usage"' not in out.stderr  # a command's answer, not the service's logs
