@@ -121,7 +121,7 @@ HUB_DOWNLOADER = frozenset({"huggingface-hub", "hf-xet", "fsspec", "tqdm", "pyya
 
 # Which optional layers each function can need. The store layer goes to the functions that reach
 # the vector store; local-embedding to those that embed; llm to those that may call LiteLLM.
-STORE_USERS = frozenset({"api", "plan", "retrieve", "ingest"})
+STORE_USERS = frozenset({"api", "plan", "retrieve", "rerank", "ingest"})  # rerank reads the candidates back
 EMBEDDING_USERS = frozenset({"api", "plan", "retrieve", "rerank", "ingest"})
 LLM_USERS = frozenset({"api", "plan", "on_message", "ingest"})
 # parses uploaded documents, except beside litellm: docs (54 MB) + llm (166 MB) + core and a store

@@ -12,7 +12,9 @@
   float32 bytes in base64.
 
 A vector is a pure function of (text, input type, dimension), so a test can tell which text a row
-came from and whether the query or document type was used. ``fail`` queues failures: each request
+came from and whether the query or document type was used. With ``words = True`` it is instead the
+normalised sum of one random vector per (lower-cased) word: texts that share words are close, so a
+test of the whole search path can assert that the right document ranks first. ``fail`` queues failures: each request
 takes the next one (status, error type) until the queue is empty.
 """
 
@@ -33,6 +35,16 @@ def fake_vector(text: str, dimension: int, kind: str = "") -> list[float]:
     seed = int.from_bytes(hashlib.sha256(f"{kind}|{text}".encode()).digest()[:8], "little")
     vec = np.random.default_rng(seed).standard_normal(dimension)
     return [float(x) for x in vec * 3.0]  # deliberately not unit length: the client normalises
+
+
+def word_vector(text: str, dimension: int) -> list[float]:
+    """A bag-of-words embedding: the sum of one fixed random vector per distinct word, unit length."""
+    words = sorted({w for w in "".join(ch.lower() if ch.isalnum() else " " for ch in text).split() if len(w) > 2})
+    total = np.zeros(dimension)
+    for word in words:
+        total += np.asarray(fake_vector(word, dimension, "word"))
+    norm = float(np.linalg.norm(total))
+    return [float(x) for x in (total / norm if norm else np.asarray(fake_vector(text, dimension)))]
 
 
 class EmbeddingsEmulator:
@@ -56,6 +68,8 @@ class EmbeddingsEmulator:
                     return
                 if method == "POST" and path.startswith("/model/") and path.endswith("/invoke"):
                     self._invoke(path[len("/model/"):-len("/invoke")], body)
+                elif method == "POST" and path.startswith("/model/") and path.endswith("/converse"):
+                    self._converse(body)
                 elif method == "POST" and path.endswith("/embeddings"):
                     self._openai(body)
                 else:
@@ -78,7 +92,7 @@ class EmbeddingsEmulator:
                         self._send(400, {"message": "Malformed input request"}, {"x-amzn-ErrorType": "ValidationException"})
                         return
                     tokens = len(body["inputText"].split())
-                    vec = fake_vector(body["inputText"], emulator.returned_dimension or dim)
+                    vec = emulator.vector(body["inputText"], emulator.returned_dimension or dim)
                     self._send(200, {"embedding": vec, "inputTextTokenCount": tokens},
                                {"X-Amzn-Bedrock-Input-Token-Count": str(tokens)})
                 elif "cohere.embed" in model:
@@ -94,6 +108,15 @@ class EmbeddingsEmulator:
                 else:
                     self._send(400, {"message": f"The provided model identifier is invalid: {model}"},
                                {"x-amzn-ErrorType": "ValidationException"})
+
+            def _converse(self, body: dict[str, Any]) -> None:
+                """Bedrock Converse: the next queued answer (``converse_answers``), else ``converse_default``."""
+                text = emulator.converse_answers.pop(0) if emulator.converse_answers else emulator.converse_default
+                asked = sum(len(str(block.get("text", "")).split()) for m in body.get("messages", []) for block in m.get("content", []))
+                out_tokens = len(text.split())
+                self._send(200, {"output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+                                 "stopReason": "end_turn", "metrics": {"latencyMs": 5},
+                                 "usage": {"inputTokens": asked, "outputTokens": out_tokens, "totalTokens": asked + out_tokens}})
 
             def _openai(self, body: dict[str, Any]) -> None:
                 texts = body.get("input")
@@ -119,6 +142,12 @@ class EmbeddingsEmulator:
         self.fail: list[tuple[int, str]] = []
         self.returned_dimension: int | None = None  # answer with this dimension whatever was asked
         self.openai_dimension = 64
+        self.words = False  # True: bag-of-words vectors (texts that share words are close)
+        self.converse_answers: list[str] = []  # Converse answers, one per request, then converse_default
+        self.converse_default = '{"reasoning": "", "queries": []}'
+
+    def vector(self, text: str, dimension: int, kind: str = "") -> list[float]:
+        return word_vector(text, dimension) if self.words else fake_vector(text, dimension, kind)
 
     def close(self) -> None:
         shut(self.server)

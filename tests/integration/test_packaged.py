@@ -1,0 +1,131 @@
+"""The deployed stack, tested as packaged (tests/deployment.py): every function its own process
+with only its folder, the layers template.yaml attaches and what the Lambda runtime provides; the
+real workflow on moto; the Pinecone and OpenSearch emulators; Bedrock on the embeddings emulator.
+
+Through the doors AWS would use: an S3 upload delivered to the ingest function, an HTTP API event
+to the api function (which starts the state machine with a real StartSyncExecution), the
+sessions table's stream records to on_message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.deployment import LLM_MODEL, STATE_LIMIT, Deployment, host_build
+
+pytestmark = pytest.mark.integration
+
+REFUNDS = "cairn://resources/handbook/billing/refunds.md"
+HANDBOOK = {
+    "root_uri": "cairn://resources/handbook",
+    "documents": [
+        {"path": "billing/refunds.md", "text": "Customers can request a refund within 30 days of purchase. "
+         "Refunds are paid back to the original card within five business days."},
+        {"path": "billing/invoices.md", "text": "Invoices are emailed on the first day of each month. "
+         "Past invoices can be downloaded as PDF from the billing page."},
+        {"path": "travel/expenses.md", "text": "Employees book flights through the travel portal. "
+         "Hotel costs above 200 euros per night need a manager's approval."},
+    ],
+}
+TOPICS = ("refund", "invoice", "travel", "hotel", "card", "payment", "policy", "manager", "portal", "month")
+
+
+def _notes(count: int = 240) -> dict[str, Any]:
+    """Many short notes that share words with the queries: enough candidates for limit 100."""
+    docs = []
+    for i in range(count):
+        words = [TOPICS[(i + k) % len(TOPICS)] for k in range(4)]
+        docs.append({"path": f"team{i % 12}/note{i}.md",
+                     "text": f"Note {i} about the {words[0]} and {words[1]} rules: how the {words[2]} relates to "
+                             f"the {words[3]} for case {i * 7 % 101}."})
+    return {"root_uri": "cairn://resources/notes", "documents": docs}
+
+
+def _plan(*queries: tuple[str, str]) -> str:
+    return json.dumps({"reasoning": "typed queries", "queries": [
+        {"query": q, "context_type": ct, "intent": "find", "priority": 1} for q, ct in queries]})
+
+
+@pytest.fixture(scope="session")
+def packaged():
+    return host_build()
+
+
+@pytest.fixture(scope="module", params=["opensearch", "pinecone"])
+def deployment(request, packaged, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(f"deployed-{request.param}")
+    with Deployment.start(tmp, request.param, parameters={"LlmProvider": "bedrock", "LlmModel": LLM_MODEL},
+                          paths=packaged) as dep:
+        assert dep.ingest("handbook.json", HANDBOOK)["objects"][0]["error"] is None
+        assert dep.ingest("notes.json", _notes())["objects"][0]["error"] is None
+        yield dep
+
+
+def _uris(body: dict[str, Any]) -> list[str]:
+    return [m["uri"] for bucket in ("memories", "resources", "skills") for m in body[bucket]]
+
+
+def _search(dep: Deployment, query: str, limit: int, plan: str | None = None, **extra: Any) -> tuple[int, Any]:
+    dep.emulators["bedrock"].converse_answers[:] = [plan or _plan((query, "resource"))]
+    dep.invocations.clear()
+    return dep.api("POST", "/v1/search", {"query": query, "limit": limit, **extra})
+
+
+def test_search_answers_through_the_packaged_workflow(deployment):
+    status, body = _search(deployment, "how long until a refund reaches my card", 5)
+    assert status == 200, body
+    assert _uris(body)[0] == REFUNDS
+    assert body["query_plan"]["queries"][0]["query"] == "how long until a refund reaches my card"
+    called = sorted(i.function for i in deployment.invocations)  # each packaged function once, none failed
+    assert called == ["ApiFunction", "PlanFunction", "RerankFunction", "RetrieveFunction"]
+    assert all(i.error is None for i in deployment.invocations)
+
+
+def test_limit_100_with_five_typed_queries_keeps_every_state_under_256_kb(deployment):
+    plan = _plan(("refund card rules", "resource"), ("invoice month rules", "resource"), ("travel hotel policy", "resource"),
+                 ("manager portal", "resource"), ("payment policy", "resource"))
+    status, body = _search(deployment, "refund invoice travel payment manager", 100, plan=plan, include_provenance=True)
+    assert status == 200, body
+    assert len(body["query_plan"]["queries"]) == 5
+    assert len(body["resources"]) >= 100  # five typed queries, up to 100 each, deduplicated by URI
+    retrieves = [i for i in deployment.invocations if i.function == "RetrieveFunction"]
+    assert len(retrieves) == 5
+    for inv in deployment.invocations:
+        if inv.function == "ApiFunction":
+            continue  # the API's answer is no state (API Gateway allows 6 MB)
+        assert inv.request_bytes < STATE_LIMIT and inv.response_bytes < STATE_LIMIT, (inv.function, inv.request_bytes,
+                                                                                      inv.response_bytes)
+    rerank = next(i for i in deployment.invocations if i.function == "RerankFunction")
+    assert sum(len(out["candidates"]) for out in rerank.event["retrieved"]) >= 500  # 2 x limit... per typed query
+
+
+def test_a_new_user_message_prefetches_context(deployment):
+    import boto3
+
+    status, session = deployment.api("POST", "/v1/sessions", {"user": "ann"})
+    assert status in (200, 201), session
+    sid = session["id"]
+    status, _ = deployment.api("POST", f"/v1/sessions/{sid}/messages", {"role": "user", "content": "How long until a refund reaches my card?"})
+    assert status in (200, 201)
+    # the event source mapping: the table's stream, filtered as template.yaml filters it
+    ddb = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=deployment.moto_url)
+    streams = boto3.client("dynamodbstreams", region_name="us-east-1", endpoint_url=deployment.moto_url)
+    arn = ddb.describe_table(TableName="cairn-sessions")["Table"]["LatestStreamArn"]
+    records = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
+        records += streams.get_records(ShardIterator=it["ShardIterator"])["Records"]
+    mine = [r for r in records if sid in json.dumps(r["dynamodb"].get("Keys", {}), default=str)
+            and r["eventName"] == "INSERT" and r["dynamodb"]["NewImage"].get("type") == {"S": "message"}
+            and r["dynamodb"]["NewImage"].get("role") == {"S": "user"}]
+    assert len(mine) == 1
+    deployment.emulators["bedrock"].converse_answers[:] = [_plan(("refund card", "resource"))]
+    event = json.loads(json.dumps({"Records": mine}, default=str))
+    out, error = deployment.invoke(deployment.stack.functions["OnMessageFunction"].name, event)
+    assert error is None and out == {"batchItemFailures": []}, out
+    status, got = deployment.api("GET", f"/v1/sessions/{sid}")
+    assert status == 200
+    assert got["prefetched"] is not None and got["prefetched"]["resources"][0]["uri"] == REFUNDS
