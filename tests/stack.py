@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import types
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -249,3 +250,57 @@ class Stack:
             stmts = doc["Statement"]
             statements += stmts if isinstance(stmts, list) else [stmts]
         return statements
+
+
+FUNCTION_LOGICAL = {"api": "ApiFunction", "plan": "PlanFunction", "retrieve": "RetrieveFunction", "rerank": "RerankFunction",
+                    "on_message": "OnMessageFunction", "ingest": "IngestFunction"}
+_DEFAULT: list[Stack] = []
+
+
+def deployable(function: str) -> set[str]:
+    """The services (names of :class:`cairn.services.Services`) that the deployed ``function``
+    can build in the default stack: the store only with a store layer, sessions only with a
+    DynamoDB permission, content and s3 only with an S3 permission, sfn only with StartSyncExecution.
+    The embedder, planner, LLM and reranker are built from settings by every function."""
+    if not _DEFAULT:
+        _DEFAULT.append(Stack.load())
+    stack = _DEFAULT[0]
+    fn = stack.functions[FUNCTION_LOGICAL[function]]
+    actions = {a for s in stack.role_statements(fn.logical) if s.get("Effect") == "Allow"
+               for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    out = {"embedder", "llm", "reranker", "planner", "recorder"}
+    if any(layer.startswith(("OpenSearchLayer", "PineconeLayer")) for layer in fn.layers):
+        out.add("store")
+    if any(a.startswith("dynamodb:") for a in actions):
+        out.add("sessions")
+    if any(a.startswith("s3:") for a in actions):
+        out |= {"content", "s3"}
+    if "states:StartSyncExecution" in actions:
+        out.add("sfn")
+    return out
+
+
+def check_deployable(function: str, services: object) -> None:
+    """Fail when a test hands ``function`` a service its deployed function could not build."""
+    given = {name for name in ("store", "sessions", "content", "s3", "sfn") if name in vars(services)}
+    extra = sorted(given - deployable(function))
+    if extra:
+        raise AssertionError(f"the test gives functions/{function} {', '.join(extra)}, which the deployed function "
+                             f"does not have (template.yaml: its layers and role); give it only {sorted(deployable(function))}")
+
+
+class _DeployedModule(types.ModuleType):
+    """A handler module whose ``services`` may hold only what its deployed function can build."""
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if key == "services" and type(value).__name__ == "Services":
+            check_deployable(self.__dict__["_cairn_function"], value)
+        super().__setattr__(key, value)
+
+
+def as_deployed(module: types.ModuleType, function: str) -> types.ModuleType:
+    """``module`` (functions/<function>/app.py, loaded by a test), refusing any service its
+    deployed function could not build (:func:`check_deployable`)."""
+    module.__dict__["_cairn_function"] = function
+    module.__class__ = _DeployedModule
+    return module

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import UnavailableStore
+from tests.stack import as_deployed
 from cairn.config import load_settings
 from cairn.ingest import Document, Ingestor
 from cairn.models import FindResult, QueryPlan
@@ -67,7 +68,7 @@ def _load(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return as_deployed(module, name)  # given only what the deployed function has
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +110,9 @@ def handlers(tmp_path_factory, embedder, moto_server):
     sessions = open_session_store("dynamodb", table=TABLE, region=REGION, endpoint_url=moto_server)
     settings = load_settings(env={"CAIRN_HOME": str(home), "CAIRN_RERANKER": "local"})  # a reranker in the workflow
     mods = {name: _load(name) for name in FUNCTIONS}
-    for mod in mods.values():
-        mod.services = Services(settings, store=store, embedder=embedder, sessions=sessions)
+    mods["plan"].services = Services(settings, store=store, embedder=embedder, sessions=sessions)
+    for name in ("retrieve", "rerank"):  # no session access: their roles grant none
+        mods[name].services = Services(settings, store=store, embedder=embedder)
     return {"modules": mods, "store": store, "sessions": sessions, "settings": settings, "embedder": embedder}
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import UnavailableStore
+from tests.stack import as_deployed, deployable
 from cairn.api import AuthorizerConfig, build_app
 from cairn.config import load_settings
 from cairn.errors import SessionNotFound
@@ -58,7 +59,7 @@ def load_handler(name: str) -> Any:
     sys.modules[spec.name] = module  # as an import would: pydantic resolves the module's annotations there
     assert spec.loader is not None
     spec.loader.exec_module(module)
-    return module
+    return as_deployed(module, name)
 
 
 def event(name: str) -> dict[str, Any]:
@@ -144,8 +145,10 @@ def world(tmp_path, embedder, handbook_store):
     sessions = open_session_store("sqlite", path=tmp_path / "sessions.db")
     settings = load_settings(env={"CAIRN_HOME": str(tmp_path)})
 
-    def services(state_machine_arn: str | None = None, **kw: Any) -> Services:
+    def services(state_machine_arn: str | None = None, *, function: str = "api", **kw: Any) -> Services:
+        """What the deployed ``function`` has (a store only with a store layer, ...), and ``kw``."""
         opts = dict(store=store, embedder=embedder, sessions=sessions, content=LocalContentStore(tmp_path / "content"))
+        opts = {k: v for k, v in opts.items() if k in deployable(function)}
         opts.update(kw)
         return Services(settings.model_copy(update={"state_machine_arn": state_machine_arn}), **opts)
 
@@ -355,8 +358,8 @@ def resolve(template: dict[str, Any], state: Any, context: dict[str, Any] | None
 @pytest.fixture
 def tasks(world):
     mods = {name: load_handler(name) for name in ("plan", "retrieve", "rerank")}
-    for mod in mods.values():
-        mod.services = world["services"]()
+    for name, mod in mods.items():
+        mod.services = world["services"](function=name)
     return mods
 
 
@@ -387,7 +390,7 @@ def test_each_states_output_is_the_next_states_input(tasks):
 
 
 def test_a_zero_query_plan_takes_the_empty_branch(tasks, world):
-    tasks["plan"].services = world["services"](planner=EmptyPlanner())
+    tasks["plan"].services = world["services"](function="plan", planner=EmptyPlanner())
     state = tasks["plan"].handler(event("plan.json"))
     assert state["query_count"] == 0
     states = asl()["States"]
@@ -416,7 +419,7 @@ def test_task_errors_carry_retryable_names(tasks, world):
     payload = json.loads(str(caught.value))
     assert payload["error"] == "bad_request" and payload["status"] == 400 and "limit" in payload["message"]
 
-    tasks["retrieve"].services = world["services"](store=UnavailableStore(world["store"]))
+    tasks["retrieve"].services = world["services"](function="retrieve", store=UnavailableStore(world["store"]))
     with pytest.raises(CairnRetryableError) as caught:
         tasks["retrieve"].handler(event("retrieve.json"))
     assert type(caught.value).__name__ == "CairnRetryableError"  # what Lambda reports as errorType
@@ -494,24 +497,38 @@ def stream_event(session_id: str, role: str = "user", content: str | None = None
 
 
 def test_on_message_stores_prefetched_context(world):
+    """The deployed on_message has no store: it starts the workflow (end to end: test_packaged.py)."""
     mod = load_handler("on_message")
-    mod.services = world["services"]()
+    result = {"memories": [], "resources": [{"uri": REFUNDS, "context_type": "resource", "level": 2, "score": 0.9,
+                                             "abstract": "Refunds", "tags": []}], "skills": [], "total": 1}
+    sfn = RecordingSFN({"status": "SUCCEEDED", "output": json.dumps(result)})
+    mod.services = world["services"](SFN_ARN, function="on_message", sfn=sfn)
     sessions = world["sessions"]
     sid = sessions.create("acme", "ann").id
     sessions.append("acme", sid, "user", "How long until a refund reaches my card?")
     assert mod.handler(stream_event(sid)) == {"batchItemFailures": []}
+    sent = WorkflowInput.model_validate_json(sfn.calls[0]["input"])
+    assert sent.tenant == "acme" and sent.session_id == sid and sent.request.query == "How long until a refund reaches my card?"
     prefetched = sessions.get("acme", sid).prefetched
     assert prefetched is not None and prefetched["resources"][0]["uri"] == REFUNDS
 
 
 def test_on_message_skips_assistant_messages_and_reports_retryable_failures(world):
+    from botocore.exceptions import ClientError
+
+    class Throttled:
+        def start_sync_execution(self, **kw: Any) -> dict[str, Any]:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
+                               "ResponseMetadata": {"HTTPStatusCode": 400}}, "StartSyncExecution")
+
     mod = load_handler("on_message")
     sessions = world["sessions"]
     sid = sessions.create("acme").id
-    mod.services = world["services"]()
+    idle = RecordingSFN({"status": "SUCCEEDED", "output": "{}"})
+    mod.services = world["services"](SFN_ARN, function="on_message", sfn=idle)
     assert mod.handler(stream_event(sid, role="assistant")) == {"batchItemFailures": []}
-    assert sessions.get("acme", sid).prefetched is None
-    mod.services = world["services"](store=UnavailableStore(world["store"]))
+    assert sessions.get("acme", sid).prefetched is None and idle.calls == []
+    mod.services = world["services"](SFN_ARN, function="on_message", sfn=Throttled())
     out = mod.handler(stream_event(sid))
     assert out == {"batchItemFailures": [{"itemIdentifier": "111000000000000000000001"}]}
     # a session deleted meanwhile is not worth retrying
@@ -524,7 +541,7 @@ def test_ingest_builds_the_tree_from_an_uploaded_payload(world, tmp_path):
     s3 = ev["Records"][0]["s3"]
     payload = (EVENTS / "ingest_payload.json").read_bytes()
     store = LocalVectorStore(tmp_path / "fresh", dimension=384)
-    mod.services = world["services"](store=store, s3=FakeS3({(s3["bucket"]["name"], s3["object"]["key"]): payload}))
+    mod.services = world["services"](function="ingest", store=store, s3=FakeS3({(s3["bucket"]["name"], s3["object"]["key"]): payload}))
     out = mod.handler(ev)
     report = out["objects"][0]
     assert report["tenant"] == "acme" and report["documents"] == 3 and report["error"] is None
@@ -538,7 +555,7 @@ def test_ingest_refuses_keys_outside_a_tenant_prefix(world):
     mod = load_handler("ingest")
     ev = event("ingest.json")
     ev["Records"][0]["s3"]["object"]["key"] = "elsewhere/acme.json"
-    mod.services = world["services"](s3=FakeS3({}))
+    mod.services = world["services"](function="ingest", s3=FakeS3({}))
     report = mod.handler(ev)["objects"][0]
     assert report["error"]["error"] == "bad_request" and "ingest/<tenant>/" in report["error"]["message"]
 
@@ -549,7 +566,7 @@ def test_ingest_takes_the_eventbridge_object_created_event(world, tmp_path):
     detail = ev["detail"]
     payload = (EVENTS / "ingest_payload.json").read_bytes()
     store = LocalVectorStore(tmp_path / "fresh", dimension=384)
-    mod.services = world["services"](store=store, s3=FakeS3({(detail["bucket"]["name"], detail["object"]["key"]): payload}))
+    mod.services = world["services"](function="ingest", store=store, s3=FakeS3({(detail["bucket"]["name"], detail["object"]["key"]): payload}))
     report = mod.handler(ev)["objects"][0]
     assert report["tenant"] == "acme" and report["documents"] == 3 and report["error"] is None
 
@@ -565,18 +582,18 @@ class DeletedS3:
 @pytest.mark.parametrize("poison", [None, {"Records": "not a list"}, {"Records": [{"s3": 1}]}, {"detail": []}, []])
 def test_ingest_skips_poison_events_without_raising(world, poison):
     mod = load_handler("ingest")
-    mod.services = world["services"](s3=FakeS3({}))
+    mod.services = world["services"](function="ingest", s3=FakeS3({}))
     assert mod.handler(poison) == {"objects": []}
 
 
 def test_ingest_reports_a_deleted_or_too_deep_object_and_does_not_retry_it(world):
     mod = load_handler("ingest")
-    mod.services = world["services"](s3=DeletedS3())
+    mod.services = world["services"](function="ingest", s3=DeletedS3())
     report = mod.handler(event("ingest.json"))["objects"][0]
     assert report["error"]["error"] == "bad_request" and "NoSuchKey" in report["error"]["message"]
     ev = event("ingest.json")
     s3 = ev["Records"][0]["s3"]
-    mod.services = world["services"](s3=FakeS3({(s3["bucket"]["name"], s3["object"]["key"]): b"[" * 100_000}))
+    mod.services = world["services"](function="ingest", s3=FakeS3({(s3["bucket"]["name"], s3["object"]["key"]): b"[" * 100_000}))
     report = mod.handler(ev)["objects"][0]
     assert "not a JSON ingest payload" in report["error"]["message"]
 
@@ -684,19 +701,17 @@ def test_a_lone_surrogate_is_refused_by_the_library_too(world):
         world["sessions"].append("acme", sid, "user", "hi \udfff")
 
 
-def test_the_prefetch_of_a_new_message_holds_its_users_memories_only(world, tmp_path):
-    services = world["services"](store=LocalVectorStore(tmp_path / "memories", dimension=384))
-    cairn = services.cairn("acme")
-    cairn.remember("Ann is allergic to peanuts.", "profile", user="ann", key="allergy")
-    cairn.remember("Bob is allergic to shellfish.", "profile", user="bob", key="allergy")
+def test_the_prefetch_of_a_new_message_searches_its_users_memories_only(world):
+    """on_message starts the workflow for the session's owner: the Plan and Retrieve tasks then read
+    that user's memories and no other's (the tasks' side: test_workflow.py)."""
+    sfn = RecordingSFN({"status": "SUCCEEDED", "output": json.dumps({"memories": [], "resources": [], "skills": [], "total": 0})})
     sid = world["sessions"].create("acme", "ann").id
     world["sessions"].append("acme", sid, "user", "Which food allergy do I have?")
     mod = load_handler("on_message")
-    mod.services = services
+    mod.services = world["services"](SFN_ARN, function="on_message", sfn=sfn)
     assert mod.handler(stream_event(sid, content="Which food allergy do I have?")) == {"batchItemFailures": []}
-    prefetched = world["sessions"].get("acme", sid).prefetched
-    uris = [m["uri"] for m in prefetched["memories"]]
-    assert "cairn://user/ann/memories/profile/allergy" in uris and not [u for u in uris if "/user/bob/" in u]
+    sent = WorkflowInput.model_validate_json(sfn.calls[0]["input"])
+    assert sent.request.user == "ann" and sent.session_id == sid and sent.tenant == "acme"
 
 
 def test_a_backend_that_is_down_is_a_503_that_names_no_host(api, world):
