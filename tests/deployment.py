@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.packaged import PackagedFunction
+from tests.packaged import FunctionPool
 from tests.stack import ACCOUNT, REGION, Stack
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ class Deployment:
     backend: str
     stack: Stack
     moto_url: str
-    functions: dict[str, PackagedFunction]
+    functions: dict[str, FunctionPool]
     emulators: dict[str, Any]
     invocations: list[Invocation] = field(default_factory=list)
     _exit: ExitStack = field(default_factory=ExitStack, repr=False)
@@ -214,9 +214,11 @@ class Deployment:
                    "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION, "AWS_ENDPOINT_URL": moto_url,
                    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": embeddings.url, "AWS_DISABLE_HOST_PREFIX_INJECTION": "true",
                    "AWS_LAMBDA_FUNCTION_NAME": fn.name, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(fn.memory),
-                   "AWS_EXECUTION_ENV": "AWS_Lambda_python3.12", "LAMBDA_TASK_ROOT": str(code)}
-            functions[fn.name] = PackagedFunction(fn.logical, [code, *layer_paths, paths["runtime"]], env,
-                                                  logs=tmp / f"{fn.logical}.log", timeout_s=fn.timeout)
+                   "AWS_EXECUTION_ENV": "AWS_Lambda_python3.12", "LAMBDA_TASK_ROOT": str(code),
+                   "CAIRN_WORKFLOW_TIMEOUT_S": str(27 * TIME_SCALE)}  # the workflow's timeouts are stretched
+            functions[fn.name] = FunctionPool(fn.logical, [code, *layer_paths, paths["runtime"]], env,
+                                                  logs=tmp / f"{fn.logical}.log", timeout_s=fn.timeout,
+                                                  calls=tmp / f"{fn.logical}.calls.jsonl")
             exit_stack.callback(functions[fn.name].close)
         dep = cls(tmp, backend, stack, moto_url, functions, emulators, _exit=exit_stack)
         dep._route_lambda()
@@ -249,7 +251,7 @@ class Deployment:
 
     # ------------------------------------------------------------------ doors
 
-    def function(self, logical: str) -> PackagedFunction:
+    def function(self, logical: str) -> FunctionPool:
         return self.functions[self.stack.functions[logical].name]
 
     def invoke(self, name: str, event: Any) -> tuple[Any, str | None]:

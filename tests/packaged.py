@@ -53,6 +53,47 @@ except BaseException as exc:
     app, init = None, {"ok": False, "errorType": type(exc).__name__, "errorMessage": str(exc),
                        "stackTrace": traceback.format_exc().splitlines()}
 answers.write(json.dumps(init) + "\n")
+calls_file = os.environ.pop("CAIRN_TEST_CALLS", "")
+
+
+def record(entry):
+    with open(calls_file, "a") as f:
+        f.write(json.dumps(entry, default=str) + "\n")
+
+
+def slim(params):
+    out = {k: v for k, v in params.items() if isinstance(v, str) and len(v) < 400}
+    for key in ("RequestItems", "TransactItems"):
+        if isinstance(params.get(key), dict):
+            out[key] = sorted(params[key])
+        elif isinstance(params.get(key), list):
+            out[key] = sorted({next(iter(op.values())).get("TableName", "") for op in params[key] if isinstance(op, dict)})
+    return out
+
+
+if calls_file and app is not None:  # after the init was measured: what the code calls, for the permission test
+    import http.client
+    real_putrequest = http.client.HTTPConnection.putrequest
+
+    def putrequest(self, method, url, *args, **kwargs):
+        record({"kind": "http", "method": method, "host": f"{self.host}:{self.port}", "path": url.split("?")[0]})
+        return real_putrequest(self, method, url, *args, **kwargs)
+
+    http.client.HTTPConnection.putrequest = putrequest
+    try:
+        import botocore.client
+    except ImportError:
+        pass
+    else:
+        real_call = botocore.client.BaseClient._make_api_call
+
+        def make_api_call(self, operation, params):
+            model = self.meta.service_model
+            record({"kind": "aws", "service": model.signing_name or model.endpoint_prefix, "operation": operation,
+                    "params": slim(params)})
+            return real_call(self, operation, params)
+
+        botocore.client.BaseClient._make_api_call = make_api_call
 timeout_s = float(os.environ.get("AWS_LAMBDA_FUNCTION_TIMEOUT", "900"))
 for line in sys.stdin:
     request = json.loads(line)
@@ -70,19 +111,26 @@ for line in sys.stdin:
 class PackagedFunction:
     """One warm container of one packaged function (started on the first invocation)."""
 
-    def __init__(self, name: str, paths: list[Path], env: dict[str, str], logs: Path, timeout_s: int = 900) -> None:
+    def __init__(self, name: str, paths: list[Path], env: dict[str, str], logs: Path, timeout_s: int = 900,
+                 calls: Path | None = None) -> None:
         self.name, self.paths, self.env, self.logs, self.timeout_s = name, paths, env, logs, timeout_s
+        self.calls = calls  # where the worker records every AWS API call and HTTP request it makes
         self._proc: subprocess.Popen | None = None
         self._answers: Any = None
         self._lock = threading.Lock()
         self.init: dict[str, Any] | None = None
         self.invocations = 0
 
+    def start(self) -> None:
+        with self._lock:
+            if self._proc is None:
+                self._start()
+
     def _start(self) -> None:
         read, write = os.pipe()
         env = {**self.env, "CAIRN_TEST_SYS_PATH": json.dumps([str(p) for p in self.paths]),
                "CAIRN_TEST_ANSWER_FD": str(write), "AWS_LAMBDA_FUNCTION_TIMEOUT": str(self.timeout_s),
-               "PYTHONUNBUFFERED": "1"}
+               "PYTHONUNBUFFERED": "1", **({"CAIRN_TEST_CALLS": str(self.calls)} if self.calls else {})}
         self._log = open(self.logs, "a")  # noqa: SIM115 - closed in close()
         self._proc = subprocess.Popen([sys.executable, "-S", "-I", "-c", _WORKER], stdin=subprocess.PIPE,
                                       stdout=self._log, stderr=subprocess.STDOUT, env=env, pass_fds=(write,),
@@ -113,6 +161,12 @@ class PackagedFunction:
             return out["payload"], None
         return {k: out[k] for k in ("errorMessage", "errorType", "stackTrace")}, out["errorType"]
 
+    def recorded(self) -> list[dict[str, Any]]:
+        """Every AWS API call and HTTP request the function made so far."""
+        if self.calls is None or not self.calls.exists():
+            return []
+        return [json.loads(line) for line in self.calls.read_text().splitlines() if line.strip()]
+
     def close(self) -> None:
         if self._proc is not None:
             assert self._proc.stdin is not None
@@ -124,3 +178,54 @@ class PackagedFunction:
             self._answers.close()
             self._log.close()
             self._proc = None
+
+
+class FunctionPool:
+    """A function's containers, as Lambda scales it: an invocation takes an idle container, or
+    starts a new one (a cold start) when every container is busy — so the workflow's Map runs its
+    Retrieve iterations side by side, as it does on AWS."""
+
+    def __init__(self, name: str, paths: list[Path], env: dict[str, str], logs: Path, timeout_s: int = 900,
+                 calls: Path | None = None) -> None:
+        self.name, self.paths, self.env, self.logs, self.timeout_s, self.calls = name, paths, env, logs, timeout_s, calls
+        self._idle: list[PackagedFunction] = []
+        self._all: list[PackagedFunction] = []
+        self._lock = threading.Lock()
+
+    def _take(self) -> PackagedFunction:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            fn = PackagedFunction(self.name, self.paths, self.env, self.logs, self.timeout_s, self.calls)
+            self._all.append(fn)
+            return fn
+
+    def invoke(self, event: Any) -> tuple[Any, str | None]:
+        fn = self._take()
+        try:
+            return fn.invoke(event)
+        finally:
+            with self._lock:
+                self._idle.append(fn)
+
+    def warm(self, count: int) -> None:
+        """Start ``count`` containers side by side (provisioned concurrency): their init is paid now."""
+        started = [self._take() for _ in range(count - len(self._all))]
+        threads = [threading.Thread(target=fn.start) for fn in started]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with self._lock:
+            self._idle.extend(started)
+
+    @property
+    def containers(self) -> list[PackagedFunction]:
+        return list(self._all)
+
+    def recorded(self) -> list[dict[str, Any]]:
+        return self._all[0].recorded() if self._all else []  # every container appends to the same file
+
+    def close(self) -> None:
+        for fn in self._all:
+            fn.close()

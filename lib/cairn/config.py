@@ -271,6 +271,9 @@ class Settings(_Settings):
     def _tenant_languages(cls, value: dict[str, str]) -> dict[str, str]:
         return {tenant: check(code, setting=f"the language of tenant {tenant!r} (CAIRN_TENANT_LANGUAGES)")
                 for tenant, code in value.items()}
+    # how long search() waits for that workflow (StartSyncExecution's read timeout): longer than the
+    # state machine's TimeoutSeconds (25), shorter than the api function's timeout (29)
+    workflow_timeout_s: float = Field(default=27.0, gt=0, le=900)
 
 
 # --------------------------------------------------------------------------- from the environment
@@ -323,7 +326,8 @@ def _for_chosen(fields: dict[str, Any], family: tuple[type[BaseModel], ...], tag
 
 _SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn",
             "find_hybrid", "search_hybrid", "planner_min_confidence", "memory_extraction", "memory_window",
-            "memory_hybrid", "record_use", "fetch_max_requests", "fetch_max_bytes", "context_budget_tokens", "language")
+            "memory_hybrid", "record_use", "fetch_max_requests", "fetch_max_bytes", "context_budget_tokens", "language",
+            "workflow_timeout_s")
 
 
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from .vectorstores import VectorStore
 
 _UNSET: Any = object()
-SFN_READ_TIMEOUT_S = 27  # > the state machine's TimeoutSeconds (25), < the API function's timeout (29)
 _SERVICES = ("store", "embedder", "llm", "reranker", "sessions", "content", "sfn", "s3", "recorder")
 
 
@@ -199,11 +198,12 @@ class Services:
     @cached_property
     def sfn(self) -> Any:
         """Step Functions: one try (a throttle answers 503 and the caller retries), and a read
-        timeout just longer than the workflow's own (25 s), inside the API function's 29 s."""
+        timeout (``workflow_timeout_s``, 27 s) just longer than the workflow's own (25 s), inside the
+        API function's 29 s."""
         boto3 = require("boto3", extra="aws", feature="the Step Functions workflow")
         from botocore.config import Config
 
-        config = Config(connect_timeout=2, read_timeout=SFN_READ_TIMEOUT_S, retries={"max_attempts": 1, "mode": "standard"})
+        config = Config(connect_timeout=2, read_timeout=self.settings.workflow_timeout_s, retries={"max_attempts": 1, "mode": "standard"})
         return boto3.client("stepfunctions", config=config)
 
     @cached_property

@@ -110,9 +110,10 @@ class EmbeddingsEmulator:
                                {"x-amzn-ErrorType": "ValidationException"})
 
             def _converse(self, body: dict[str, Any]) -> None:
-                """Bedrock Converse: the next queued answer (``converse_answers``), else ``converse_default``."""
-                text = emulator.converse_answers.pop(0) if emulator.converse_answers else emulator.converse_default
-                asked = sum(len(str(block.get("text", "")).split()) for m in body.get("messages", []) for block in m.get("content", []))
+                """Bedrock Converse: the answer of the first ``converse_for`` key the prompt contains, else ``converse_default``."""
+                prompt = " ".join(str(block.get("text", "")) for m in body.get("messages", []) for block in m.get("content", []))
+                text = next((answer for key, answer in emulator.converse_for.items() if key in prompt), emulator.converse_default)
+                asked = len(prompt.split())
                 out_tokens = len(text.split())
                 self._send(200, {"output": {"message": {"role": "assistant", "content": [{"text": text}]}},
                                  "stopReason": "end_turn", "metrics": {"latencyMs": 5},
@@ -143,7 +144,7 @@ class EmbeddingsEmulator:
         self.returned_dimension: int | None = None  # answer with this dimension whatever was asked
         self.openai_dimension = 64
         self.words = False  # True: bag-of-words vectors (texts that share words are close)
-        self.converse_answers: list[str] = []  # Converse answers, one per request, then converse_default
+        self.converse_for: dict[str, str] = {}  # Converse: a text the prompt contains -> the answer
         self.converse_default = '{"reasoning": "", "queries": []}'
 
     def vector(self, text: str, dimension: int, kind: str = "") -> list[float]:

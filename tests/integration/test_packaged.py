@@ -10,6 +10,7 @@ sessions table's stream records to on_message.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from tests.deployment import LLM_MODEL, STATE_LIMIT, Deployment, host_build
 
 pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
 
 REFUNDS = "cairn://resources/handbook/billing/refunds.md"
 HANDBOOK = {
@@ -59,6 +61,8 @@ def deployment(request, packaged, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"deployed-{request.param}")
     with Deployment.start(tmp, request.param, parameters={"LlmProvider": "bedrock", "LlmModel": LLM_MODEL},
                           paths=packaged) as dep:
+        for logical, pool in ((lg, dep.function(lg)) for lg in dep.stack.functions):
+            pool.warm(5 if logical == "RetrieveFunction" else 1)  # the Map runs 5 retrieves at once
         assert dep.ingest("handbook.json", HANDBOOK)["objects"][0]["error"] is None
         assert dep.ingest("notes.json", _notes())["objects"][0]["error"] is None
         yield dep
@@ -69,7 +73,7 @@ def _uris(body: dict[str, Any]) -> list[str]:
 
 
 def _search(dep: Deployment, query: str, limit: int, plan: str | None = None, **extra: Any) -> tuple[int, Any]:
-    dep.emulators["bedrock"].converse_answers[:] = [plan or _plan((query, "resource"))]
+    dep.emulators["bedrock"].converse_for[query] = plan or _plan((query, "resource"))
     dep.invocations.clear()
     return dep.api("POST", "/v1/search", {"query": query, "limit": limit, **extra})
 
@@ -122,10 +126,61 @@ def test_a_new_user_message_prefetches_context(deployment):
             and r["eventName"] == "INSERT" and r["dynamodb"]["NewImage"].get("type") == {"S": "message"}
             and r["dynamodb"]["NewImage"].get("role") == {"S": "user"}]
     assert len(mine) == 1
-    deployment.emulators["bedrock"].converse_answers[:] = [_plan(("refund card", "resource"))]
+    deployment.emulators["bedrock"].converse_for["How long until a refund reaches my card?"] = _plan(("refund card", "resource"))
     event = json.loads(json.dumps({"Records": mine}, default=str))
     out, error = deployment.invoke(deployment.stack.functions["OnMessageFunction"].name, event)
     assert error is None and out == {"batchItemFailures": []}, out
     status, got = deployment.api("GET", f"/v1/sessions/{sid}")
     assert status == 200
     assert got["prefetched"] is not None and got["prefetched"]["resources"][0]["uri"] == REFUNDS
+
+
+def _every_path(dep: Deployment) -> None:
+    """The api function's other doors: documents, contents, find, a session committed to memories."""
+    status, _ = dep.api("PUT", "/v1/documents", {"root_uri": "cairn://resources/faq",
+                                                 "documents": [{"path": "cards.md", "text": "Lost cards are blocked at once."}]})
+    assert status == 200
+    status, body = dep.api("GET", "/v1/contents", query="uri=cairn://resources/faq/cards.md&level=2")
+    assert status == 200 and "blocked" in json.dumps(body)
+    status, _ = dep.api("POST", "/v1/find", {"query": "lost card", "limit": 3})
+    assert status == 200
+    status, session = dep.api("POST", "/v1/sessions", {"user": "ann"})
+    sid = session["id"]
+    dep.api("POST", f"/v1/sessions/{sid}/messages", {"role": "user", "content": "I prefer refunds to my card."})
+    status, _ = dep.api("POST", f"/v1/sessions/{sid}/commit", {})
+    assert status == 200
+
+
+def _denied(dep: Deployment, stack: Any) -> dict[str, list[str]]:
+    from urllib.parse import urlparse
+
+    from tests.iam import denied, requests_of
+
+    host = urlparse(dep.stack.parameters["OpenSearchUrl"]).netloc if dep.backend == "opensearch" else None
+    out = {}
+    for logical in stack.functions:
+        requests = requests_of(dep.function(logical).recorded(), opensearch_host=host)
+        bad = denied(stack.role_statements(logical), requests)
+        if bad:
+            out[logical] = [str(r) for r in bad]
+    return out
+
+
+def test_every_aws_call_a_function_makes_is_allowed_by_its_own_role(deployment):
+    """What each packaged function called on every path above (recorded in its process), as IAM
+    requests, checked against its role in the translated template — and the check can fail."""
+    from tests.stack import Stack
+
+    _every_path(deployment)
+    assert _denied(deployment, deployment.stack) == {}
+    called = {lg: {c.get("operation") for c in deployment.function(lg).recorded() if c["kind"] == "aws"}
+              for lg in deployment.stack.functions}
+    assert "StartSyncExecution" in called["ApiFunction"] and "PutObject" in called["IngestFunction"]
+    assert "Converse" in called["PlanFunction"] and "InvokeModel" in called["RetrieveFunction"]
+    # the same calls against a template whose api role lost StartSyncExecution
+    text = (REPO / "template.yaml").read_text()
+    weaker = text.replace("              Action: states:StartSyncExecution\n              Resource: !Ref RetrievalStateMachine\n",
+                          "              Action: states:DescribeExecution\n              Resource: !Ref RetrievalStateMachine\n", 1)
+    assert weaker != text
+    lost = Stack.load(deployment.stack.parameters, deployment.stack.physical, text=weaker)
+    assert any("states:StartSyncExecution" in r for r in _denied(deployment, lost).get("ApiFunction", []))

@@ -620,8 +620,9 @@ def test_search_is_refused_before_the_workflow_starts(api, world, change, status
 def test_time_budgets_nest_from_the_gateway_down_to_each_task():
     """API Gateway (30 s) > the API function > the StartSyncExecution read timeout > the workflow
     > each task's timeout times its attempts, with the waits between them."""
-    from cairn.services import SFN_READ_TIMEOUT_S
+    from cairn.config import Settings
 
+    SFN_READ_TIMEOUT_S = Settings().workflow_timeout_s  # noqa: N806
     machine = asl()
     workflow_s = machine["TimeoutSeconds"]
     template = (REPO / "template.yaml").read_text()
