@@ -102,11 +102,11 @@ def _conditions_hold(condition: dict[str, Any] | None, context: dict[str, str]) 
             if key not in context:
                 return False
             value = context[key]
-            if operator == "StringLike" and not any(_matches(p, value) for p in _as_list(expected)):
+            if operator in ("StringLike", "ArnLike") and not any(_matches(p, value) for p in _as_list(expected)):
                 return False
             if operator == "StringEquals" and value not in _as_list(expected):
                 return False
-            if operator not in ("StringLike", "StringEquals"):
+            if operator not in ("StringLike", "ArnLike", "StringEquals"):
                 raise ValueError(f"condition operator {operator} is not evaluated by tests/iam.py")
     return True
 

@@ -237,7 +237,7 @@ def test_retryable_errors_are_retried_then_fail_with_the_task_error(state_machin
     cause = json.loads(json.loads(desc["cause"])["errorMessage"])
     assert cause["error"] == "vector_store_unavailable" and cause["retryable"] is True
     retrieves = [name for name, _ in handlers_in_process if name == "retrieve"]
-    assert len(retrieves) == 3  # the first attempt and 2 retries (MaxAttempts)
+    assert len(retrieves) == 2  # the first attempt and 1 retry (MaxAttempts: the budget allows no more)
 
 
 class SyncOverStartExecution:

@@ -441,8 +441,8 @@ def test_every_task_retries_on_the_retryable_name_and_catches_both():
     found = dict(tasks_of(asl()["States"]))
     assert set(found) == {"Plan", "Retrieve", "Rerank", "AssembleWithoutRerank"}
     for name, state in found.items():
-        if name == "AssembleWithoutRerank":  # the fallback of a failed Rerank: one try, within the budget
-            assert "Retry" not in state
+        if name != "Retrieve":  # one try each, within the budget: a failed Plan is a retryable 503 to the
+            assert "Retry" not in state, name  # caller; a failed Rerank falls back to AssembleWithoutRerank
             continue
         assert RETRYABLE_ERROR in state["Retry"][0]["ErrorEquals"], name
         assert TASK_ERROR not in state["Retry"][0]["ErrorEquals"], name
@@ -635,12 +635,23 @@ def test_time_budgets_nest_from_the_gateway_down_to_each_task():
                 yield name, state
             if state["Type"] == "Map":
                 yield from tasks(state["ItemProcessor"]["States"])
-    for name, state in tasks(machine["States"]):
+    def worst(state):  # every attempt times out, every wait is the longest
         retry = (state.get("Retry") or [{}])[0]
         attempts = 1 + retry.get("MaxAttempts", 0)
         waits = sum(min(retry.get("IntervalSeconds", 1) * retry.get("BackoffRate", 2) ** n, retry.get("MaxDelaySeconds", 10**6))
                     for n in range(attempts - 1))
-        assert state["TimeoutSeconds"] * attempts + waits < workflow_s, name
+        return state["TimeoutSeconds"] * attempts + waits
+
+    found = dict(tasks(machine["States"]))
+    longest = worst(found["Plan"]) + worst(found["Retrieve"]) + worst(found["Rerank"]) + worst(found["AssembleWithoutRerank"])
+    assert longest < workflow_s, f"the longest path takes {longest} s, over the workflow's {workflow_s} s"
+    # a task never gives up on a function that is still running: function timeout <= task timeout
+    from tests.stack import Stack
+
+    functions = Stack.load().functions
+    for task, function in (("Plan", "PlanFunction"), ("Retrieve", "RetrieveFunction"), ("Rerank", "RerankFunction"),
+                           ("AssembleWithoutRerank", "RerankFunction")):
+        assert functions[function].timeout <= found[task]["TimeoutSeconds"], (task, function)
 
 
 def test_a_throttled_workflow_start_is_a_503_with_retry_after(api, world):
