@@ -24,11 +24,13 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         if failed and len(failed) == len(inp.retrieved):  # nothing to answer with: fail as the first one did
             raise_failure(failed[0])
         cairn = services.cairn(inp.tenant)
+        reranker = cairn.reranker if inp.rerank else None
+        stored = bool(getattr(reranker, "stored_vectors", False))  # scores the stored vectors: fetch them
         result = stages.rerank(
-            hydrate(list(inp.retrieved), cairn.store, inp.tenant),  # the state carried references
+            hydrate(list(inp.retrieved), cairn.store, inp.tenant, vectors=stored),  # the state carried references
             inp.request,
             inp.plan,
-            reranker=cairn.reranker if inp.rerank else None,
+            reranker=reranker,
             hotness_weight=cairn.hotness_weight,
             threshold=cairn.thinking.threshold,
         )

@@ -194,6 +194,9 @@ class LocalRerankSettings(_Settings):
     """Dense cosine on the full text fused with BM25, with the embedder already loaded."""
 
     kind: Literal["local"] = "local"
+    # the dense part: "stored" = the candidates' stored vectors (only the query is embedded),
+    # "text" = re-embed each candidate's text; "auto" = stored unless the embedder is the local model
+    vectors: Literal["auto", "stored", "text"] = "auto"
 
 
 class CohereRerankSettings(_Settings):

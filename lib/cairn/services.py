@@ -153,7 +153,7 @@ class Services:
         if cfg.kind == "local":
             from .rerank.local import LocalReranker
 
-            return LocalReranker(self.embedder)
+            return LocalReranker(self.embedder, vectors=cfg.vectors)
         if cfg.kind == "cohere":
             require("httpx", extra="llm", feature="the Cohere reranker")
             from .rerank.cohere import CohereReranker

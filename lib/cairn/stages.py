@@ -152,6 +152,16 @@ def per_type(candidates: list[Candidate], limit: int) -> list[Candidate]:
     return out
 
 
+def _rescore_all(outputs: list[RetrieveOutput], reranker: Reranker | None, hotness_weight: float) -> list[list[Candidate]]:
+    """:func:`_rescore` of every typed query; side by side when a reranker waits on a network."""
+    if reranker is None or len(outputs) < 2:
+        return [_rescore(out, reranker, hotness_weight) for out in outputs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(outputs), thread_name_prefix="cairn-rerank") as pool:
+        return list(pool.map(lambda out: _rescore(out, reranker, hotness_weight), outputs))
+
+
 def rerank(
     outputs: list[RetrieveOutput],
     request: FindRequest,
@@ -168,8 +178,7 @@ def rerank(
     threshold = threshold if request.score_threshold is None else request.score_threshold
     result = FindResult(query_plan=plan_)
     best: dict[str, MatchedContext] = {}  # a URI found by several typed queries is listed once
-    for out in outputs:
-        rescored = _rescore(out, reranker, hotness_weight)
+    for out, rescored in zip(outputs, _rescore_all(outputs, reranker, hotness_weight)):
         kept = per_type(dedupe_by_uri(above_threshold(rescored, threshold), request.collapse_chunks), request.limit)
         out.trace.stats.candidates_excluded += len(out.candidates) - len(kept)
         matches = [to_match(c) for c in kept]

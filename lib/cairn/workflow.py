@@ -170,14 +170,15 @@ def compact(out: RetrieveOutput, budget: int = RETRIEVE_OUTPUT_BUDGET) -> Retrie
     return RetrieveOutput(query=out.query, candidates=kept, trace=trace)
 
 
-def hydrate(outputs: list[RetrieveOutput], store: Any, tenant: str) -> list[RetrieveOutput]:
+def hydrate(outputs: list[RetrieveOutput], store: Any, tenant: str, *, vectors: bool = False) -> list[RetrieveOutput]:
     """Read the candidates' records back from the store (one fetch for every typed query), so
-    the reranker and the answer see their full text, abstract and citation. A record deleted in
-    the meantime keeps its reference (and its vector score)."""
+    the reranker and the answer see their full text, abstract and citation (and, with
+    ``vectors``, their stored vectors, which the local reranker scores instead of re-embedding
+    every text). A record deleted in the meantime keeps its reference (and its vector score)."""
     ids = list(dict.fromkeys(c.record.id for out in outputs for c in out.candidates))
     if not ids:
         return outputs
-    found = {r.id: r.without_vector() for r in store.fetch(tenant, ids)}
+    found = {r.id: r if vectors else r.without_vector() for r in store.fetch(tenant, ids)}
     return [
         out.model_copy(update={"candidates": [
             c.model_copy(update={"record": found.get(c.record.id, c.record)}) for c in out.candidates

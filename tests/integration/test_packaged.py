@@ -78,13 +78,20 @@ def _search(dep: Deployment, query: str, limit: int, plan: str | None = None, **
     return dep.api("POST", "/v1/search", {"query": query, "limit": limit, **extra})
 
 
+def _count(dep: Deployment, logical: str, operation: str) -> int:
+    return sum(1 for c in dep.function(logical).recorded() if c.get("operation") == operation)
+
+
 def test_search_answers_through_the_packaged_workflow(deployment):
+    embeds_before = _count(deployment, "RerankFunction", "InvokeModel")
     status, body = _search(deployment, "how long until a refund reaches my card", 5)
     assert status == 200, body
     assert _uris(body)[0] == REFUNDS
     assert body["query_plan"]["queries"][0]["query"] == "how long until a refund reaches my card"
     called = sorted(i.function for i in deployment.invocations)  # each packaged function once, none failed
     assert called == ["ApiFunction", "PlanFunction", "RerankFunction", "RetrieveFunction"]
+    # the reranker scored the stored vectors: one Bedrock embedding (the query), no candidate re-embedded
+    assert _count(deployment, "RerankFunction", "InvokeModel") - embeds_before == 1
     assert all(i.error is None for i in deployment.invocations)
 
 
@@ -93,7 +100,7 @@ def test_limit_100_with_five_typed_queries_keeps_every_state_under_256_kb(deploy
                  ("manager portal", "resource"), ("payment policy", "resource"))
     status, body = _search(deployment, "refund invoice travel payment manager", 100, plan=plan, include_provenance=True)
     assert status == 200, body
-    assert len(body["query_plan"]["queries"]) == 5
+    assert body.get("query_plan") and len(body["query_plan"]["queries"]) == 5, {k: str(v)[:300] for k, v in body.items()}
     assert len(body["resources"]) >= 100  # five typed queries, up to 100 each, deduplicated by URI
     retrieves = [i for i in deployment.invocations if i.function == "RetrieveFunction"]
     assert len(retrieves) == 5

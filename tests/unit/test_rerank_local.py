@@ -100,3 +100,46 @@ def test_invalid_options_are_rejected(embedder):
 def test_factory_builds_the_local_reranker(embedder):
     r = build_reranker("local", embedder=embedder, dense_weight=0.6)
     assert isinstance(r, LocalReranker) and r.dense_weight == 0.6 and r.name == "local:local-minilm"
+
+
+class CountingEmbedder:
+    """The real local embedder under another name (as a paid remote embedder is), counting texts."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.dimension, self.texts = inner, "bedrock:counting", inner.dimension, []
+
+    def embed(self, texts):
+        self.texts += list(texts)
+        return self.inner.embed(texts)
+
+
+def with_stored_vectors(embedder, pool):
+    """The candidates as the Rerank task reads them back: each record with the vector the store holds."""
+    vectors = embedder.embed([c.record.rerank_text for c in pool])
+    return [c.model_copy(update={"record": c.record.model_copy(update={"vector": [float(x) for x in v]})})
+            for c, v in zip(pool, vectors)]
+
+
+def test_stored_vectors_embed_the_query_only_and_rank_as_the_texts_do(embedder):
+    counting = CountingEmbedder(embedder)
+    pool = with_stored_vectors(embedder, POOL)
+    out = LocalReranker(counting).rerank("how long until my refund reaches the card?", pool)  # auto: stored
+    assert counting.texts == ["how long until my refund reaches the card?"]  # one call, no candidate re-embedded
+    by_text = LocalReranker(embedder, vectors="text").rerank("how long until my refund reaches the card?", pool)
+    assert [c.record.uri for c in out.candidates] == [c.record.uri for c in by_text.candidates]
+    assert out.candidates[0].record.uri.endswith("/refunds")
+
+
+def test_a_candidate_without_a_stored_vector_sends_the_set_down_the_text_path(embedder):
+    counting = CountingEmbedder(embedder)
+    pool = with_stored_vectors(embedder, POOL)
+    pool[1] = POOL[1]  # no vector
+    LocalReranker(counting, vectors="stored").rerank("refund", pool)
+    assert len(counting.texts) == 1 + len(POOL)
+
+
+def test_auto_re_embeds_texts_only_with_the_local_model(embedder):
+    assert LocalReranker(embedder).stored_vectors is False  # free locally: the full text is read
+    assert LocalReranker(CountingEmbedder(embedder)).stored_vectors is True
+    with pytest.raises(ConfigError, match="vectors must be one of auto, stored, text"):
+        LocalReranker(embedder, vectors="both")

@@ -49,6 +49,12 @@ def _probes(tmp: Path) -> dict[str, Any]:
         workflow.search(s, "acme", FindRequest(query="q"))
         return sfn.calls[-1]["stateMachineArn"] == "arn:aws:states:us-east-1:1:stateMachine:x"
 
+    def waits_61_s(s: Services) -> bool:
+        from unittest import mock
+
+        with mock.patch.dict("os.environ", {"AWS_DEFAULT_REGION": "us-east-1"}):
+            return s.sfn.meta.config.read_timeout == 61.0
+
     return {
         "home": (tmp / "h", lambda s: s.sessions.path == tmp / "h" / "sessions.db" and s.content.folder == tmp / "h" / "content"),
         "tenant": ("globex", lambda s: s.cairn().tenant == "globex"),
@@ -79,6 +85,7 @@ def _probes(tmp: Path) -> dict[str, Any]:
         "context_budget_tokens": (321, lambda s: s.application.default_budget == 321),
         "language": ("zh", lambda s: s.store.languages.for_tenant("acme") == "zh"),
         "tenant_languages": ({"acme": "ja"}, lambda s: s.store.languages.for_tenant("acme") == "ja"),
+        "workflow_timeout_s": (61.0, waits_61_s),
     }
 
 

@@ -222,7 +222,7 @@ class Reranker(ABC):
         else:
             q, docs, stats["truncated"] = fit_budget(query, [texts[i] for i in to_send], self.max_tokens)
             stats["sent"] = len(docs)
-            scores = self._checked_scores(q, docs, stats)
+            scores = self._checked_scores(q, docs, stats, [candidates[i] for i in to_send])
         out = list(candidates)
         if scores is not None:
             non_finite = 0
@@ -242,10 +242,16 @@ class Reranker(ABC):
         self._account(outcome)
         return outcome
 
-    def _checked_scores(self, query: str, docs: list[str], stats: dict[str, Any]) -> list[float] | None:
+    def _score_candidates(self, query: str, documents: list[str], candidates: list[Candidate]) -> list[float]:
+        """The hook a backend that reads more than the texts overrides (the candidates' stored
+        vectors, say); by default :meth:`_score` of the texts."""
+        return self._score(query, documents)
+
+    def _checked_scores(self, query: str, docs: list[str], stats: dict[str, Any],
+                        sent: list[Candidate] | None = None) -> list[float] | None:
         """Call the backend; on any bad answer fill ``stats`` with the fallback and return None."""
         try:
-            raw = self._score(query, docs)
+            raw = self._score_candidates(query, docs, sent) if sent is not None else self._score(query, docs)
         except RerankResponseError as exc:
             stats.update(fallback=exc.fallback, error=exc.message)
             return None

@@ -11,6 +11,14 @@ scored two ways over the candidate set, then fused:
 * **BM25** (``bm25s``, imported on first use) over the candidate set itself, English
   stop words removed and words stemmed as in the store's keyword search: lexical evidence — names, codes, numbers — that embeddings blur.
 
+**Stored vectors** (``vectors="stored"``; ``"auto"``, the default, picks it for any embedder but the
+local model): the dense part is the cosine between the query and each candidate's *stored* vector
+(what the store fetched with the record), so only the query is embedded — one embedding call per
+typed query instead of one per candidate. On AWS that is the difference between 1 and 11 Bedrock
+calls per typed query at limit 5 (201 at limit 100); benchmarks/README.md ("Rerank: stored
+vectors or the full text") measures what it costs in ranking. A candidate without a vector of
+the embedder's dimension sends the whole set down the text path.
+
 Fusion is a **convex combination**, ``w·max(cos, 0) + (1−w)·bm25/max(bm25)`` with
 ``w = 0.7`` by default, and not reciprocal-rank fusion. RRF keeps only ranks: its scores
 (about 1/(60+rank)) all sit far below the 0.1 threshold that follows rerank, and it ranks an
@@ -31,6 +39,9 @@ from .base import CHARS_PER_TOKEN, Reranker
 
 if TYPE_CHECKING:
     from ..embeddings.base import Embedder
+    from ..models import Candidate
+
+VECTOR_MODES = ("auto", "stored", "text")
 
 DEFAULT_DENSE_WEIGHT = 0.7
 WINDOW_TOKENS = 256  # MiniLM's window; longer texts are cut (or windowed) to this
@@ -72,6 +83,7 @@ class LocalReranker(Reranker):
         windows: int = 1,
         window_tokens: int = WINDOW_TOKENS,
         max_tokens: int | None = None,
+        vectors: str = "auto",
     ) -> None:
         self.name = f"local:{embedder.name}"
         super().__init__(max_tokens=max_tokens)
@@ -79,7 +91,11 @@ class LocalReranker(Reranker):
             raise ConfigError(f"local reranker: dense_weight must be in [0, 1], got {dense_weight!r}")
         if windows < 1:
             raise ConfigError(f"local reranker: windows must be at least 1, got {windows!r}")
+        if vectors not in VECTOR_MODES:
+            raise ConfigError(f"local reranker: vectors must be one of {', '.join(VECTOR_MODES)}, got {vectors!r}")
         self.embedder = embedder
+        # re-embedding every candidate is free with the local model, paid per call with any other
+        self.stored_vectors = vectors == "stored" or (vectors == "auto" and not embedder.name.startswith("local"))
         self.dense_weight = float(dense_weight)
         self.windows = int(windows)
         self.window_chars = int(window_tokens) * CHARS_PER_TOKEN
@@ -98,11 +114,31 @@ class LocalReranker(Reranker):
         np.maximum.at(best, np.asarray(owners), cos)
         return np.clip(best, 0.0, 1.0)
 
+    def stored_scores(self, query: str, candidates: list[Candidate]) -> np.ndarray | None:
+        """Cosine between the query and each candidate's stored vector, clipped at 0; None when a
+        candidate carries none of the embedder's dimension."""
+        vectors = [c.record.vector for c in candidates]
+        dim = self.embedder.dimension
+        if not vectors or any(v is None or len(v) != dim for v in vectors):
+            return None
+        matrix = np.asarray(vectors, dtype=np.float32)
+        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        q = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
+        q /= max(float(np.linalg.norm(q)), 1e-12)
+        return np.clip(matrix @ q, 0.0, 1.0)
+
+    def _score_candidates(self, query: str, documents: list[str], candidates: list[Candidate]) -> list[float]:
+        dense = self.stored_scores(query, candidates) if self.stored_vectors and self.dense_weight > 0 else None
+        return self._fuse(query, documents, dense)
+
     def _score(self, query: str, documents: list[str]) -> list[float]:
+        return self._fuse(query, documents, None)
+
+    def _fuse(self, query: str, documents: list[str], dense: np.ndarray | None) -> list[float]:
         w = self.dense_weight
         fused = np.zeros(len(documents), dtype=np.float64)
         if w > 0:
-            fused += w * self.dense_scores(query, documents)
+            fused += w * (dense if dense is not None else self.dense_scores(query, documents))
         if w < 1:
             lexical = bm25_scores(query, documents)
             top = float(lexical.max()) if len(lexical) else 0.0
@@ -112,4 +148,4 @@ class LocalReranker(Reranker):
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "local", "embedder": self.embedder.name, "dense_weight": self.dense_weight,
-                "windows": self.windows}
+                "windows": self.windows, "vectors": "stored" if self.stored_vectors else "text"}
