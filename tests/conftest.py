@@ -45,3 +45,9 @@ def corpus(tmp_path: Path) -> Path:
     )
     (root / "travel" / "long-guide.md").write_text("# Long travel guide\n\n" + long_sections)
     return root
+
+
+def pytest_collection_modifyitems(config, items):
+    """The packaged-handler suite (tests/integration/test_packaged.py) runs last: it starts a moto
+    server, emulators and a process per function, whose load would slow the tests after it."""
+    items.sort(key=lambda item: item.nodeid.startswith("tests/integration/test_packaged.py"))

@@ -47,7 +47,7 @@ STATE_LIMIT = 256 * 1024  # Step Functions' limit on a state's input or output
 # the workflow's timeouts are stretched this many times: this machine is shared and its processes
 # are slower than Lambda's; the budget itself (task x attempts within the workflow) is checked
 # statically in tests/integration/test_templates.py
-TIME_SCALE = 6
+TIME_SCALE = 20
 HOST_LAYERS = ("core", "opensearch", "pinecone", "docs")
 
 
@@ -281,7 +281,10 @@ class Deployment:
         payload, error = self.invoke(self.stack.functions["ApiFunction"].name, event)
         if error is not None:
             return 502, payload  # API Gateway answers 502 when the integration fails
-        return payload["statusCode"], json.loads(payload.get("body") or "null")
+        out = json.loads(payload.get("body") or "null")
+        if payload["statusCode"] >= 500 and isinstance(out, dict):  # what failed inside, for the test's message
+            out["failed_tasks"] = [(i.function, i.error, str(i.payload)[:400]) for i in self.invocations if i.error]
+        return payload["statusCode"], out
 
     def ingest(self, key: str, payload: Any) -> dict[str, Any]:
         """Upload ``payload`` under ingest/acme/ and deliver the EventBridge event to the ingest function."""
