@@ -57,6 +57,56 @@ def probe(handler: str, python: str = sys.executable) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+# the same import, in a process that sees only the built function: its folder, its layers, the runtime
+_PACKAGED_PROBE = """
+import json, os, sys, time
+paths = json.loads(sys.argv[1])
+sys.path[:] = paths + [p for p in sys.path if p and "site-packages" not in p]
+started = time.perf_counter()
+import app
+print(json.dumps({"seconds": time.perf_counter() - started}))
+"""
+PACKAGED = ("api", "retrieve")  # DESIGN.md section 8: as packaged, no slower than from the repository
+LAYERS_OF = {"api": ("core", "opensearch"), "retrieve": ("core", "opensearch")}  # the default stack's
+
+
+def packaged_paths() -> dict:
+    """The functions and layers built for this machine from the locks, with bytecode
+    (infra/package/host.py; cached under build/package-host)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cairn_package_host", REPO / "infra" / "package" / "host.py")
+    host = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(host)
+    return host.build_all(layers=("core", "opensearch"))
+
+
+def probe_packaged(handler: str, paths: dict) -> float:
+    env = {"PATH": os.environ.get("PATH", ""), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HOME": os.environ.get("HOME", "/tmp")}
+    sys_path = [str(paths[f"function:{handler}"]), *(str(paths[layer]) for layer in LAYERS_OF[handler]), str(paths["runtime"])]
+    out = subprocess.run([sys.executable, "-S", "-I", "-c", _PACKAGED_PROBE, json.dumps(sys_path)], capture_output=True,
+                         text=True, env=env, cwd=sys_path[0], timeout=120, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"importing the packaged {handler} function failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+
+
+def side_by_side(runs: int = RUNS) -> dict:
+    """Import time of the built function (its layers only) next to the same code from the repository,
+    interleaved run by run so that the machine's load falls on both alike."""
+    paths = packaged_paths()
+    out = {}
+    for name in PACKAGED:
+        probe_packaged(name, paths)  # the OS file cache, once
+        built, repo = [], []
+        for _ in range(runs):
+            built.append(probe_packaged(name, paths) * 1000)
+            repo.append(probe(name)["seconds"] * 1000)
+        out[name] = {"packaged_median_ms": round(statistics.median(built), 1), "repo_median_ms": round(statistics.median(repo), 1),
+                     "packaged_no_slower": statistics.median(built) <= statistics.median(repo)}
+    return out
+
+
 def run(data: Path, queries: int | None = None) -> dict:
     """``data`` and ``queries`` are unused: this suite needs no data set."""
     probe("api")  # warm the OS file cache and .pyc files once, as a deployed layer would have them
@@ -79,4 +129,6 @@ def run(data: Path, queries: int | None = None) -> dict:
         "budget_ms": BUDGET_MS,
         "within_budget": all(handlers[h]["median_ms"] <= BUDGET_MS and not handlers[h]["heavy_loaded"] for h in BUDGETED),
         "handlers": handlers,
+        "packaged_vs_repo": side_by_side(),
+        "load": os.getloadavg()[0],
     }

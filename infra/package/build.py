@@ -265,6 +265,27 @@ def build_layer(name: str, out: Path, wheels: Path = WHEELS) -> Path:
     return target
 
 
+def target_python() -> str | None:
+    """An interpreter of the target version (python3.12) to compile the layers' bytecode with:
+    ``CAIRN_TARGET_PYTHON``, else ``python3.12`` on the PATH, else None."""
+    import os
+
+    for candidate in (os.environ.get("CAIRN_TARGET_PYTHON"), shutil.which("python3.12")):
+        if candidate and subprocess.run([candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 12)"],
+                                        capture_output=True, check=False).returncode == 0:
+            return candidate
+    return None
+
+
+def compile_bytecode(path: Path, python: str | None) -> bool:
+    """Write python3.12 bytecode under ``path`` (``/opt`` is read-only on Lambda: a layer without
+    ``.pyc`` files compiles every module it imports on every cold start). False without a 3.12."""
+    if python is None:
+        return False
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", str(path)], check=True, capture_output=True)
+    return True
+
+
 def build_function(name: str, out: Path) -> Path:
     dest = out / name
     if dest.exists():
@@ -314,8 +335,13 @@ def print_report(report: Report) -> None:
 
 def build(out: Path = OUT) -> int:
     report = Report()
+    python = target_python()
+    if python is None:
+        print("WARNING: no python3.12 here (CAIRN_TARGET_PYTHON or python3.12 on the PATH): the layers ship without "
+              "bytecode and every cold start compiles what it imports (docs/deploy.md, 'Cold starts')", file=sys.stderr)
     for name in layers():
         target = build_layer(name, out / "layers" / name)
+        compile_bytecode(target, python)
         report.layer_bytes[name] = tree_bytes(target.parent)
         print(f"built layer {name}: {report.layer_bytes[name]:,} bytes")
     for fn in FUNCTIONS:
@@ -323,7 +349,7 @@ def build(out: Path = OUT) -> int:
     measure(report)
     print_report(report)
     (out / "sizes.json").write_text(json.dumps({
-        "limit": LAMBDA_UNZIPPED_LIMIT, "layers": report.layer_bytes, "functions": report.function_bytes,
+        "limit": LAMBDA_UNZIPPED_LIMIT, "bytecode": python is not None, "layers": report.layer_bytes, "functions": report.function_bytes,
         "totals": [{"function": k[0], "store": k[1], "embedder": k[2], "llm": k[3], "bytes": v}
                    for k, v in report.totals.items()],
     }, indent=1))

@@ -100,7 +100,8 @@ def test_limit_100_with_five_typed_queries_keeps_every_state_under_256_kb(deploy
                  ("manager portal", "resource"), ("payment policy", "resource"))
     status, body = _search(deployment, "refund invoice travel payment manager", 100, plan=plan, include_provenance=True)
     assert status == 200, body
-    assert body.get("query_plan") and len(body["query_plan"]["queries"]) == 5, {k: str(v)[:300] for k, v in body.items()}
+    assert body.get("query_plan") and len(body["query_plan"]["queries"]) == 5, (
+        {k: str(v)[:300] for k, v in body.items()}, [(i.function, i.error, str(i.payload)[:300]) for i in deployment.invocations])
     assert len(body["resources"]) >= 100  # five typed queries, up to 100 each, deduplicated by URI
     retrieves = [i for i in deployment.invocations if i.function == "RetrieveFunction"]
     assert len(retrieves) == 5

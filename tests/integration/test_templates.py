@@ -101,3 +101,28 @@ def test_the_template_substitutes_every_arn_the_workflow_uses():
     template = (REPO / "template.yaml").read_text()
     for key in SUBSTITUTIONS:
         assert f"{key}: !GetAtt" in template
+
+
+def test_samconfig_names_only_template_parameters_and_satisfies_its_rules():
+    import tomllib
+
+    from tests.stack import Stack
+
+    config = tomllib.loads((REPO / "samconfig.toml").read_text())
+    template = Stack.load().template
+    for env in ("staging", "production"):
+        overrides = dict(item.split("=", 1) for item in config[env]["deploy"]["parameters"]["parameter_overrides"])
+        assert set(overrides) <= set(template["Parameters"]), env
+        if overrides.get("StoreBackend", "opensearch") == "opensearch":
+            assert overrides.get("OpenSearchUrl", "").startswith("https://"), env  # the rule OpenSearchNeedsItsEndpoint
+
+
+def test_the_rules_refuse_a_backend_without_its_endpoint():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    rules = yaml.load((REPO / "template.yaml").read_text(), Loader=Loader)["Rules"]
+    assert {"OpenSearchNeedsItsEndpoint", "PineconeNeedsItsHostAndKey", "LlmNeedsAModel", "CohereRerankNeedsAKey"} <= set(rules)
