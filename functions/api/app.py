@@ -26,4 +26,20 @@ def handler(event: Any, context: Any = None) -> dict[str, Any]:
         body = {"error": "bad_request", "type": "RequestError", "retryable": False,
                 "message": "not an API Gateway HTTP API (payload 2.0) event"}
         return {"statusCode": 400, "headers": {"content-type": "application/json"}, "body": json.dumps(body)}
-    return resolve(app, event, context)
+    try:
+        return resolve(app, event, context)
+    finally:
+        flush_uses()
+
+
+def flush_uses() -> None:
+    """Write the use counts (hotness) this request recorded before returning: between invocations
+    Lambda freezes the container, and the recorder's background thread with it."""
+    recorder = services.__dict__.get("recorder")  # only if a request built it
+    if recorder is not None:
+        try:
+            recorder.flush()
+        except Exception as exc:  # noqa: BLE001 - counting use never fails a request; it is logged
+            from cairn.observability.logging import get_logger
+
+            get_logger("cairn.functions.api").warning("use counts not written", error=type(exc).__name__, message=str(exc)[:300])

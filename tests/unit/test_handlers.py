@@ -743,3 +743,12 @@ def test_a_backend_that_is_down_is_a_503_that_names_no_host(api, world):
     assert resp["statusCode"] == 503 and resp["headers"]["Retry-After"] == "1"
     assert "10.0.3.7" not in resp["body"] and "9200" not in resp["body"]
     assert body(resp)["error"] == "vector_store_unavailable" and body(resp)["retryable"] is True
+
+
+def test_the_api_writes_its_use_counts_before_it_returns(api, world):
+    """Lambda freezes the container between invocations (and the recorder's thread): the counts of
+    what a find returned are written when the handler returns, not some time later."""
+    resp = api.handler(event("api/find.json"))
+    assert resp["statusCode"] == 200
+    recorder = api.services.__dict__.get("recorder")
+    assert recorder is not None and recorder.pending() == 0
