@@ -83,7 +83,9 @@ def _add_start_sync_execution() -> Any:
         deadline = time.time() + 120
         while time.time() < deadline:
             done = self.stepfunction_backend.describe_execution(execution.execution_arn)
-            if str(getattr(done.status, "value", done.status)) != "RUNNING":
+            status = str(getattr(done.status, "value", done.status))
+            # moto's execution thread sets the status before the output: wait for both
+            if status != "RUNNING" and (status != "SUCCEEDED" or done.output is not None):
                 break
             time.sleep(0.02)
         out = {"executionArn": execution.execution_arn, "stateMachineArn": arn, "name": done.name,
