@@ -192,3 +192,66 @@ def test_every_aws_call_a_function_makes_is_allowed_by_its_own_role(deployment):
     assert weaker != text
     lost = Stack.load(deployment.stack.parameters, deployment.stack.physical, text=weaker)
     assert any("states:StartSyncExecution" in r for r in _denied(deployment, lost).get("ApiFunction", []))
+
+
+def _emf(lines: list[str]) -> list[dict[str, Any]]:
+    """The CloudWatch Embedded Metric Format documents a function printed (its log lines)."""
+    out = []
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("_aws"), dict) and doc["_aws"].get("CloudWatchMetrics"):
+            out.append(doc)
+    return out
+
+
+def _deliver(cw: Any, docs: list[dict[str, Any]]) -> int:
+    """What CloudWatch Logs does with EMF: one datum per metric and dimension set."""
+    sent = 0
+    for doc in docs:
+        for directive in doc["_aws"]["CloudWatchMetrics"]:
+            for dims in directive["Dimensions"]:
+                for metric in directive["Metrics"]:
+                    values = doc.get(metric["Name"])
+                    values = values if isinstance(values, list) else [values]
+                    cw.put_metric_data(Namespace=directive["Namespace"], MetricData=[{
+                        "MetricName": metric["Name"], "Dimensions": [{"Name": d, "Value": str(doc[d])} for d in dims],
+                        "Values": [float(v) for v in values if v is not None], "Unit": metric.get("Unit", "None")}])
+                    sent += 1
+    return sent
+
+
+@pytest.fixture(scope="module")
+def default_stack(packaged, tmp_path_factory):
+    """The stack with its default parameters (no LLM: the session-rewrite planner) on OpenSearch."""
+    with Deployment.start(tmp_path_factory.mktemp("deployed-default"), "opensearch", paths=packaged) as dep:
+        assert dep.ingest("handbook.json", HANDBOOK)["objects"][0]["error"] is None
+        yield dep
+
+
+def test_the_default_stacks_latency_alarm_receives_what_its_functions_emit(default_stack):
+    """The EMF the Rerank task prints under the default configuration, delivered to CloudWatch (moto)
+    as CloudWatch Logs would, is data for the alarm's own metric queries."""
+    import boto3
+
+    status, body = default_stack.api("POST", "/v1/search", {"query": "how long until a refund reaches my card", "limit": 5})
+    assert status == 200 and _uris(body)[0] == REFUNDS
+    cw = boto3.client("cloudwatch", region_name="us-east-1", endpoint_url=default_stack.moto_url)
+    assert _deliver(cw, _emf(default_stack.logs("RerankFunction"))) > 0
+    alarm = default_stack.stack.resources["RetrievalLatencyP95Alarm"]["Properties"]
+    import datetime as dt
+
+    now = dt.datetime.now(dt.timezone.utc)
+    with_data = []
+    for query in alarm["Metrics"]:
+        if "MetricStat" not in query:
+            continue
+        metric = query["MetricStat"]["Metric"]
+        stats = cw.get_metric_statistics(Namespace=metric["Namespace"], MetricName=metric["MetricName"],
+                                         Dimensions=metric["Dimensions"], StartTime=now - dt.timedelta(hours=1),
+                                         EndTime=now + dt.timedelta(minutes=5), Period=300, Statistics=["SampleCount"])
+        if stats["Datapoints"]:
+            with_data.append(query["Id"])
+    assert with_data, "no metric the latency alarm watches received data from the default stack"
