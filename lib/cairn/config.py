@@ -196,7 +196,9 @@ class LocalRerankSettings(_Settings):
     kind: Literal["local"] = "local"
     # the dense part: "stored" = the candidates' stored vectors (only the query is embedded),
     # "text" = re-embed each candidate's text; "auto" = stored unless the embedder is the local model
-    vectors: Literal["auto", "stored", "text"] = "auto"
+    vectors: Literal["auto", "stored", "text"] = Field(default="auto", description=(
+        "local reranker: `stored` scores the candidates' stored vectors (only the query is embedded), `text` "
+        "re-embeds each candidate's text; `auto` is `text` with the local model, `stored` with any paid embedder"))
 
 
 class CohereRerankSettings(_Settings):
@@ -276,7 +278,9 @@ class Settings(_Settings):
                 for tenant, code in value.items()}
     # how long search() waits for that workflow (StartSyncExecution's read timeout): longer than the
     # state machine's TimeoutSeconds (25), shorter than the api function's timeout (29)
-    workflow_timeout_s: float = Field(default=27.0, gt=0, le=900)
+    workflow_timeout_s: float = Field(default=27.0, gt=0, le=900, description=(
+        "how long `search` waits for the Express workflow (StartSyncExecution's read timeout): longer than the "
+        "state machine's 25 s, shorter than the api function's 29 s"))
 
 
 # --------------------------------------------------------------------------- from the environment
