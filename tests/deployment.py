@@ -297,9 +297,15 @@ class Deployment:
         s3.put_object(Bucket=BUCKET, Key=full, Body=json.dumps(payload).encode())
         event = {"version": "0", "detail-type": "Object Created", "source": "aws.s3", "account": ACCOUNT, "region": REGION,
                  "detail": {"bucket": {"name": BUCKET}, "object": {"key": full}}}
-        out, error = self.invoke(self.stack.functions["IngestFunction"].name, event)
-        assert error is None, out
-        return out
+        # delivered asynchronously: Lambda tries a failed event again, up to the function's
+        # EventInvokeConfig.MaximumRetryAttempts (a retryable error raises for that reason)
+        retries = int(self.stack.resources.get("IngestFunctionEventInvokeConfig", {}).get("Properties", {})
+                      .get("MaximumRetryAttempts", 2))
+        for _ in range(1 + retries):
+            out, error = self.invoke(self.stack.functions["IngestFunction"].name, event)
+            if error is None:
+                return out
+        raise AssertionError(out)
 
     def logs(self, logical: str) -> list[str]:
         path = self.tmp / f"{logical}.log"
