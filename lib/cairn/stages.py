@@ -75,14 +75,17 @@ def retrieve(
     # Folders the planner narrowed the query to: inside them the query's entity words match every
     # document, so keywords and feedback stop discriminating (measured: benchmarks/README.md).
     # ``hybrid=None`` (search()'s "auto") is hybrid everywhere else.
-    hybrid = request.hybrid if request.hybrid is not None else True
+    folders = tuple(u for u in typed_query.boost_uris if any(u == r or is_under(u, r) for r in roots))
+    folders = folders if not typed_query.target_uris else ()
+    # a boosted query compares its folder's matches with the rest: both searched on one scale (dense,
+    # unless the caller asked for hybrid), so "good inside" means the same everywhere
+    hybrid = request.hybrid if request.hybrid is not None else not folders
     # every type for a known user: the memories get a search of their own (retrieval/memories.py)
     own_memories = typed_query.context_type is None and not typed_query.target_uris and bool(request.user)
     mem_roots = memory_roots(request.user) if own_memories else []
     search_roots = [r for r in roots if r not in mem_roots]
     candidates, trace = _search(typed_query.query, vector, search_roots, request, store, tenant, thinking, hand_on, hybrid, narrowed=False)
-    folders = tuple(u for u in typed_query.boost_uris if any(u == r or is_under(u, r) for r in roots))
-    if folders and not typed_query.target_uris:
+    if folders:
         inside_hybrid = request.hybrid if request.hybrid is not None else False
         inside, inside_trace = _search(typed_query.query, vector, list(folders), request, store, tenant, thinking, hand_on,
                                        inside_hybrid, narrowed=True)
