@@ -29,12 +29,13 @@ from contextlib import nullcontext
 from typing import Any
 from urllib.parse import unquote_plus
 
+from pydantic import BaseModel, Field
+
 from cairn.errors import CairnError, IngestError, RequestError, Unavailable
 from cairn.observability.logging import get_logger
 from cairn.retry import AwsError
 from cairn.services import Services
 from cairn.workflow import task_errors
-from pydantic import BaseModel, Field
 
 log = get_logger("cairn.functions.ingest")
 services = Services()  # built on the first invocation, then reused while the container is warm

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from cairn import workflow
 from cairn.errors import CairnError, RequestError
 from cairn.observability.logging import get_logger
 from cairn.requests import MAX_QUERY_CHARS, FindRequest
-from cairn import workflow
 from cairn.services import Services
-from pydantic import BaseModel, ConfigDict, Field
 
 log = get_logger("cairn.functions.on_message")
 services = Services()  # built on the first invocation, then reused while the container is warm

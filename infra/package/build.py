@@ -320,7 +320,7 @@ def _mb(n: int) -> str:
 
 
 def print_report(report: Report) -> None:
-    print(f"\nlayers (unzipped):")
+    print("\nlayers (unzipped):")
     for name, n in report.layer_bytes.items():
         print(f"  {name:16} {n:>12,} bytes {_mb(n)}")
     print(f"\nfunctions, unzipped with their layers (limit {LAMBDA_UNZIPPED_LIMIT:,} bytes):")

@@ -29,7 +29,7 @@ import httpx
 from pydantic import BaseModel
 
 from . import errors
-from .api.models import ContextAnswer, Contents, Deleted, Health, IngestSummary, Tree
+from .api.models import Contents, ContextAnswer, Deleted, Health, IngestSummary, Tree
 from .app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
 from .memory import CommitResult, RememberResult
 from .models import FindResponse

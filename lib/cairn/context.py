@@ -69,7 +69,7 @@ def token_counter(embedder: Any) -> CountTokens:
     """How to count tokens for ``embedder``: its own method, its tokenizer, or the estimate."""
     own = getattr(embedder, "count_tokens", None)
     if callable(own):
-        return own  # type: ignore[no-any-return]
+        return own
     if getattr(embedder, "name", "") == "local-minilm":
         try:
             tok = _wordpiece()

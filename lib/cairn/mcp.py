@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from .errors import CairnError, ConfigError, RequestError, Unauthorized, require
+from .errors import CairnError, RequestError, Unauthorized, require
 
 if TYPE_CHECKING:  # imported when used: `cairn --help` must not pay for the API's route table
     from .api.auth import ApiKeys
@@ -114,7 +114,7 @@ def build_server(services: "Services", *, tenant: str | None = None, user: str |
 
     ops = services.application
     callers = McpCaller(tenant or services.settings.tenant, user, keys, role)
-    server = MCPServer(NAME, instructions=INSTRUCTIONS, version=__version__, log_level=log_level.upper())
+    server = MCPServer(NAME, instructions=INSTRUCTIONS, version=__version__, log_level=log_level.upper())  # type: ignore[arg-type]  # an upper-cased level name
     reading = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
     def writing(destructive: bool, idempotent: bool) -> Any:

@@ -117,7 +117,7 @@ class ContextRecord(BaseModel):
         return v[:MAX_TEXT_CHARS]
 
     @classmethod
-    def build(cls, *, tenant: str, uri: str, level: int, **fields: Any) -> "ContextRecord":
+    def build(cls, *, tenant: str, uri: str, level: int, **fields: Any) -> ContextRecord:
         """Build a record, deriving id, parent, ancestors, depth, type and owner from the URI."""
         from . import uri as uris
 
@@ -134,7 +134,7 @@ class ContextRecord(BaseModel):
             **fields,
         )
 
-    def without_vector(self) -> "ContextRecord":
+    def without_vector(self) -> ContextRecord:
         return self.model_copy(update={"vector": None})
 
     @property

@@ -22,7 +22,7 @@ from typing import Any
 from . import stages
 from .config import Settings, load_settings
 from .errors import ConfigError, Forbidden, RequestError
-from .ingest import IngestReport, Ingestor
+from .ingest import Ingestor, IngestReport
 from .ingest.service import Progress, _quiet
 from .models import ContextType, FindResult
 from .observability.stats import RetrievalStats

@@ -21,7 +21,7 @@ import json
 import threading
 from typing import Any
 
-from .errors import ConfigError, SecretUnavailable
+from .errors import SecretUnavailable
 
 SSM_PREFIX = "ssm:"
 SECRETS_MANAGER_PREFIX = "secretsmanager:"

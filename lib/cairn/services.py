@@ -27,11 +27,11 @@ from .errors import ConfigError, require
 from .text.languages import LanguagePolicy
 
 if TYPE_CHECKING:
+    from .app import Application
     from .embeddings import Embedder
     from .ingest import ContentStore
     from .ingest.fetchguard import FetchPolicy
     from .observability.stats import RetrievalStats
-    from .app import Application
     from .pipeline import Cairn, Pipeline
     from .vectorstores import VectorStore
 

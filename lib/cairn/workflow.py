@@ -39,7 +39,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import CairnError, CairnRetryableError, CairnTaskError, PayloadTooLarge, RequestError, Unavailable, WorkflowFailed
+from .errors import (
+    CairnError,
+    CairnRetryableError,
+    CairnTaskError,
+    PayloadTooLarge,
+    RequestError,
+    Unavailable,
+    WorkflowFailed,
+)
 from .models import Candidate, QueryPlan, TypedQuery
 from .requests import FindRequest, parse_request
 from .stages import RetrieveOutput

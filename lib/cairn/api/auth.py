@@ -21,7 +21,6 @@ import hashlib
 import hmac
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .. import uri as uris
 from ..errors import ContextNotFound
@@ -11,10 +11,10 @@ from ..vectorstores import VectorQuery
 from .models import Contents, Tree, TreeNode
 
 if TYPE_CHECKING:
-    from ..pipeline import Cairn
+    from ..pipeline import Cairn, Pipeline
 
 
-def read_page(cairn: Cairn, uri: str, level: int, offset: int, max_chars: int) -> Contents:
+def read_page(cairn: Cairn | Pipeline, uri: str, level: int, offset: int, max_chars: int) -> Contents:
     """``uri`` at ``level``; a long text comes ``max_chars`` at a time from ``offset``."""
     found = cairn.read(uri, level)
     text = found.text
@@ -26,7 +26,7 @@ def read_page(cairn: Cairn, uri: str, level: int, offset: int, max_chars: int) -
     )
 
 
-def tree(cairn: Cairn, uri: str, depth: int = 1, limit: int = 100) -> Tree:
+def tree(cairn: Cairn | Pipeline, uri: str, depth: int = 1, limit: int = 100) -> Tree:
     """The children of the folder ``uri`` (folders first, then files, by URI), ``depth`` levels down."""
     uris.validate(uri)
     children, total = _children(cairn, uri, limit)
@@ -36,8 +36,8 @@ def tree(cairn: Cairn, uri: str, depth: int = 1, limit: int = 100) -> Tree:
     return Tree(uri=uri, children=nodes, total=total)
 
 
-def _node(cairn: Cairn, record: ContextRecord, depth: int, limit: int) -> TreeNode:
-    kind = "directory" if record.level == Level.ABSTRACT else "file"
+def _node(cairn: Cairn | Pipeline, record: ContextRecord, depth: int, limit: int) -> TreeNode:
+    kind: Literal["directory", "file"] = "directory" if record.level == Level.ABSTRACT else "file"
     node = TreeNode(uri=record.uri.split("#", 1)[0], kind=kind, title=record.title, abstract=record.abstract,
                     context_type=record.context_type.value)
     if kind == "directory" and depth > 0:
@@ -47,7 +47,7 @@ def _node(cairn: Cairn, record: ContextRecord, depth: int, limit: int) -> TreeNo
     return node
 
 
-def _children(cairn: Cairn, uri: str, limit: int) -> tuple[list[ContextRecord], int]:
+def _children(cairn: Cairn | Pipeline, uri: str, limit: int) -> tuple[list[ContextRecord], int]:
     """The folder's direct children: sub-folders by their L0 record, files by their L2 records
     (a chunked file is listed once, under its file URI, with its first chunk's abstract)."""
     where = {"parent_uri": uri, "level": {"$in": [int(Level.ABSTRACT), int(Level.DETAIL)]}}

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..context import ContextBlock as ContextAnswer  # noqa: F401 - re-exported: the API answers the block as the library builds it
 from ..ingest.sources import PayloadDocument
-from ..context import ContextBlock as ContextAnswer  # the API answers the block as the library builds it
 from ..requests import FindRequest, no_tenant
 
 MAX_DOCUMENTS_PER_REQUEST = 1000

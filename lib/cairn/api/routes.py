@@ -31,14 +31,15 @@ from ..errors import CairnError, PayloadTooLarge, RequestError, RouteNotFound, U
 from ..memory import CommitResult, RememberResult
 from ..models import FindResponse
 from ..observability.logging import get_logger
+from ..observability.stats import StatsSnapshot
 from ..services import Services
 from ..sessions.base import Message, Session, SessionView
 from ..uri import MAX_URI_LENGTH
 from .auth import AuthorizerConfig, caller_of
 from .models import (
+    Contents,
     ContextAnswer,
     ContextBody,
-    Contents,
     Deleted,
     DocumentsPut,
     FindBody,
@@ -51,7 +52,6 @@ from .models import (
     SessionDeleted,
     Tree,
 )
-from ..observability.stats import StatsSnapshot
 
 log = get_logger(__name__)
 MAX_RESPONSE_BYTES = 5_800_000  # under Lambda's 6 MB response limit, with room for the envelope

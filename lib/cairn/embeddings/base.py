@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from ..errors import CairnError, ConfigError, DimensionMismatch, EmbeddingError
+from ..errors import CairnError, DimensionMismatch, EmbeddingError
 from ..retry import RetryPolicy, is_retryable_cairn_error
 
 InputType = Literal["query", "document"]
@@ -78,7 +78,10 @@ class Embedder(ABC):
     def _embed_with_retries(self, batch: list[str], input_type: InputType) -> np.ndarray:
         def once() -> np.ndarray:
             try:
-                vecs = self._embed(batch, input_type) if self.distinguishes_input_type else self._embed(batch)
+                if self.distinguishes_input_type:  # such an embedder's _embed takes the input type too
+                    vecs = self._embed(batch, input_type)  # type: ignore[call-arg]
+                else:
+                    vecs = self._embed(batch)
             except CairnError:
                 raise
             except Exception as exc:

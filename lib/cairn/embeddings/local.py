@@ -119,7 +119,7 @@ class _Pool:
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         session = self._free.get()
         try:
-            return session.run(None, feeds)[0]  # type: ignore[no-any-return]
+            return session.run(None, feeds)[0]
         finally:
             self._free.put(session)
 

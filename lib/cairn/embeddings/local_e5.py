@@ -39,7 +39,7 @@ class LocalE5Embedder(Embedder):
         self.batch_size = batch_size
         self._lock = threading.Lock()
 
-    def _embed(self, texts: list[str], input_type: InputType = "document") -> np.ndarray:  # type: ignore[override]
+    def _embed(self, texts: list[str], input_type: InputType = "document") -> np.ndarray:
         engine = _engine()
         with self._lock:
             vectors = engine.query(texts) if input_type == "query" else engine.passage(texts)

@@ -110,9 +110,9 @@ def _compare(node: t.Compare) -> Predicate:
         return lambda record: any(
             t.is_number(v) and cmp(v, value) for v in values_of(record, field)
         )
-    eq: Predicate = lambda record: any(
-        equal(v, value) for v in values_of(record, field)
-    )
+    def eq(record: Mapping[str, Any]) -> bool:
+        return any(equal(v, value) for v in values_of(record, field))
+
     if node.op == "$eq":
         return eq
     return lambda record: not eq(record)

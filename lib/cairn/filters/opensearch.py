@@ -109,7 +109,7 @@ def _not(clause: dict[str, Any]) -> dict[str, Any]:
         and list(inner) == ["must_not"]
         and len(inner["must_not"]) == 1
     ):
-        return inner["must_not"][0]  # type: ignore[no-any-return]
+        return inner["must_not"][0]
     if (
         inner is not None
         and set(inner) == {"should", "minimum_should_match"}

@@ -111,7 +111,7 @@ def _or_missing(
 def _any_equal(field: str, values: tuple[t.Scalar, ...]) -> dict[str, Any]:
     key = storage_key(field)
     plain = [v for v in values if not isinstance(v, bool)]
-    parts = [{key: {"$in": plain}}] if plain else []
+    parts: list[dict[str, Any]] = [{key: {"$in": plain}}] if plain else []
     parts += [{key: {"$eq": v}} for v in values if isinstance(v, bool)]
     return _or(parts)
 
@@ -120,7 +120,7 @@ def _none_equal(field: str, values: tuple[t.Scalar, ...]) -> dict[str, Any]:
     """Present, and no value of the field is among ``values`` (Pinecone's own $nin)."""
     key = storage_key(field)
     plain = [v for v in values if not isinstance(v, bool)]
-    parts = [{key: {"$nin": plain}}] if plain else []
+    parts: list[dict[str, Any]] = [{key: {"$nin": plain}}] if plain else []
     parts += [{key: {"$ne": v}} for v in values if isinstance(v, bool)]
     return _and(parts)
 
@@ -210,14 +210,14 @@ class _Translator:
             return self.positive(flipped, present)
         if node.field in t.NUMERIC_FIELDS:
             return {storage_key(node.field): {_FLIPPED[node.op]: node.value}}
-        flipped = _FLIPPED[node.op]
+        flipped_op = _FLIPPED[node.op]
         self.problems.append(
             FilterProblem(
                 f"filter.{node.field}.{node.op}",
                 f'"$not"/"$nor" around "{node.op}" on "{node.field}" cannot be expressed exactly by the '
                 "pinecone backend: the complement would also have to match records whose value is not "
                 "a number, which Pinecone cannot test; write the complement explicitly, e.g. "
-                f'{{"$or": [{{"{node.field}": {{"{flipped}": {node.value!r}}}}}, '
+                f'{{"$or": [{{"{node.field}": {{"{flipped_op}": {node.value!r}}}}}, '
                 f'{{"{node.field}": {{"$exists": false}}}}]}}',
             )
         )

@@ -23,6 +23,8 @@ unreachable S3 is ``retryable``); backends fill the ``_hooks``.
 
 from __future__ import annotations
 
+import builtins
+import functools
 import os
 import shutil
 import tempfile
@@ -33,8 +35,8 @@ from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote, unquote
 
 from .. import uri as uris
-from ..storage_names import bounded_name, tenant_folder
 from ..errors import CairnError, ContentNotFound, ContentStoreError
+from ..storage_names import bounded_name, tenant_folder
 from ..vectorstores.base import validate_tenant
 
 T = TypeVar("T")
@@ -99,7 +101,7 @@ class ContentStore(ABC):
             return False
         return True
 
-    def list(self, tenant: str, under: str) -> list[str]:
+    def list(self, tenant: str, under: str) -> builtins.list[str]:
         """Every node URI with a body at or below ``under``, sorted."""
         validate_tenant(tenant)
         base = node_path(tenant, under)
@@ -110,7 +112,7 @@ class ContentStore(ABC):
             if parts[-1] != BODY:
                 continue
             if is_shortened(key):
-                stored = self._call("get", lambda k=key: self._get(k.rsplit("/", 1)[0] + "/" + URI_FILE))
+                stored = self._call("get", functools.partial(self._get, key.rsplit("/", 1)[0] + "/" + URI_FILE))
                 if stored:
                     out.append(stored.strip())
                 continue
@@ -159,11 +161,11 @@ class ContentStore(ABC):
     def _get(self, key: str) -> str | None: ...
 
     @abstractmethod
-    def _list(self, prefix: str) -> list[str]:
+    def _list(self, prefix: str) -> builtins.list[str]:
         """Every key starting with ``prefix``."""
 
     @abstractmethod
-    def _delete(self, keys: list[str]) -> int: ...
+    def _delete(self, keys: builtins.list[str]) -> int: ...
 
 
 class LocalContentStore(ContentStore):
@@ -194,7 +196,7 @@ class LocalContentStore(ContentStore):
         except FileNotFoundError:
             return None
 
-    def _list(self, prefix: str) -> list[str]:
+    def _list(self, prefix: str) -> builtins.list[str]:
         base = self._file(prefix.rstrip("/"))
         if not base.is_dir():
             return []
@@ -202,7 +204,7 @@ class LocalContentStore(ContentStore):
         root = self._file(tenant + "/")
         return [f"{tenant}/{p.relative_to(root).as_posix()}" for p in base.rglob(".*") if p.name in (BODY, URI_FILE)]
 
-    def _delete(self, keys: list[str]) -> int:
+    def _delete(self, keys: builtins.list[str]) -> int:
         n = 0
         for key in keys:
             path = self._file(key)
@@ -273,14 +275,14 @@ class S3ContentStore(ContentStore):
             raise
         return obj["Body"].read().decode("utf-8")
 
-    def _list(self, prefix: str) -> list[str]:
+    def _list(self, prefix: str) -> builtins.list[str]:
         out: list[str] = []
         paginator = self.client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
             out.extend(o["Key"][len(self.prefix) :] for o in page.get("Contents", []))
         return out
 
-    def _delete(self, keys: list[str]) -> int:
+    def _delete(self, keys: builtins.list[str]) -> int:
         n = 0
         for start in range(0, len(keys), 1000):
             batch = keys[start : start + 1000]

@@ -21,12 +21,13 @@ found: the report then says so in ``warnings``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .. import uri as uris
 from ..embeddings import Embedder
@@ -101,12 +102,15 @@ def language_warnings(embedder: Embedder, texts: list[str]) -> list[str]:
             "or Bedrock Titan v2 / cohere.embed-multilingual-v3 (docs/languages.md)"]
 
 
+T = TypeVar("T")
+
+
 def _quiet(stage: str, done: int, total: int) -> None:
     return None
 
 
-def retry(fn: Callable[[], object], *, what: str, attempts: int = RETRIES, backoff_s: float = 0.5,
-          sleep: Callable[[float], None] = time.sleep) -> object:
+def retry(fn: Callable[[], T], *, what: str, attempts: int = RETRIES, backoff_s: float = 0.5,
+          sleep: Callable[[float], None] = time.sleep) -> T:
     """Call ``fn``; on a retryable :class:`CairnError` wait (0.5 s, 1 s, 2 s, ...) and try again."""
     for attempt in range(1, attempts + 1):
         try:
@@ -350,14 +354,14 @@ class Ingestor:
         out: list[ContextRecord] = []
         for start in range(0, len(ids), FETCH_BATCH):
             batch = ids[start : start + FETCH_BATCH]
-            out += retry(lambda b=batch: self.store.fetch(self.tenant, b), what="fetch", sleep=self.sleep)  # type: ignore[operator]
+            out += retry(functools.partial(self.store.fetch, self.tenant, batch), what="fetch", sleep=self.sleep)
         return out
 
     def _put_bodies(self, bodies: dict[str, str]) -> None:
         items = list(bodies.items())
         for start in range(0, len(items), 500):
             batch = dict(items[start : start + 500])
-            retry(lambda b=batch: self.content.put_many(self.tenant, b), what="content put", sleep=self.sleep)  # type: ignore[union-attr]
+            retry(functools.partial(self.content.put_many, self.tenant, batch), what="content put", sleep=self.sleep)  # type: ignore[union-attr]
 
     def _write(self, changed: list[PendingRecord], report: IngestReport, progress: Progress) -> None:
         """Embed (in batches of similar length, with retries) and upsert: leaves, then directories."""
@@ -373,8 +377,8 @@ class Ingestor:
             for start in range(0, len(need), self.batch_size):
                 batch = need[start : start + self.batch_size]
                 texts = [p.embed_text for p in batch]
-                vectors = retry(lambda t=texts: self.embedder.embed(t), what="embed", sleep=self.sleep)
-                ready += [p.record.model_copy(update={"vector": v.tolist()}) for p, v in zip(batch, vectors)]  # type: ignore[call-overload]
+                vectors = retry(functools.partial(self.embedder.embed, texts), what="embed", sleep=self.sleep)
+                ready += [p.record.model_copy(update={"vector": v.tolist()}) for p, v in zip(batch, vectors)]
                 done += len(batch)
                 report.embedded += len(batch)
                 if len(ready) >= limit:

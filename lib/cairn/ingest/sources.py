@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from ..errors import CairnError, IngestError, RequestError
-from ..uri import MAX_DEPTH, MAX_SEGMENT_LENGTH, MAX_URI_LENGTH
 from ..models import ContextType, MetadataValue
+from ..uri import MAX_DEPTH, MAX_SEGMENT_LENGTH, MAX_URI_LENGTH
 from .parsers import parse_in_process, parser_for, supported_suffixes
 from .parsers.base import Limits, ParseFailed, Section
 from .walk import FoundFile, walk
@@ -237,11 +237,16 @@ def read_folder(root: Path, *, limits: Limits | None = None, runner: Any = None)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cairn-parse") as pool:
         pending: list[Any] = []
         for item in walk(root):
-            pending.append(pool.submit(lambda i=item: list(_read_found(i, limits, runner))))
+            pending.append(pool.submit(_read_all, item, limits, runner))
             while len(pending) > 4 * workers:
                 yield from pending.pop(0).result()
         for future in pending:
             yield from future.result()
+
+
+def _read_all(item: Any, limits: Any, runner: Any) -> list[Any]:
+    """Everything one walked item yields (run in the pool)."""
+    return list(_read_found(item, limits, runner))
 
 
 def _read_found(item: Any, limits: Limits, runner: Any) -> Iterator[Document | Rejected]:

@@ -14,8 +14,8 @@ directory is never sent to the model again.
 from __future__ import annotations
 
 import json
-import re
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass

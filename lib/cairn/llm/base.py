@@ -30,7 +30,7 @@ def normalize_messages(messages: str | Sequence[ChatMessage | Mapping[str, Any]]
         messages = [ChatMessage("user", messages)]
     out: list[ChatMessage] = []
     for n, m in enumerate(messages):
-        msg = m if isinstance(m, ChatMessage) else ChatMessage(str(m.get("role", "")), m.get("content", ""))  # type: ignore[union-attr]
+        msg = m if isinstance(m, ChatMessage) else ChatMessage(str(m.get("role", "")), m.get("content", ""))
         if msg.role not in CHAT_ROLES:
             raise LLMError(f"messages[{n}].role {msg.role!r} is not valid; allowed: user, assistant (pass system= for the system prompt)")
         if not isinstance(msg.content, str) or not msg.content.strip():

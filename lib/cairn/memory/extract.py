@@ -107,7 +107,7 @@ class LLMExtractor:
         similar = self._similar(cand)
         new_cites = set(cand.metadata.get("cites", []))  # type: ignore[arg-type]
         for rec, _score in similar:
-            if new_cites <= set(rec.metadata.get("cites", []) or []):  # type: ignore[arg-type]
+            if new_cites <= set(rec.metadata.get("cites", []) or []):
                 out.skipped += 1  # already merged from these very messages (a retried commit)
                 return None
         if not similar:
@@ -126,7 +126,7 @@ class LLMExtractor:
             out.created += 1
             return cand
         out.merged += 1
-        old_cites = [c for c in target.metadata.get("cites", []) or [] if isinstance(c, str)]  # type: ignore[union-attr]
+        old_cites = [c for c in target.metadata.get("cites", []) or [] if isinstance(c, str)]
         meta = {**cand.metadata, "cites": sorted(set(old_cites) | new_cites)}
         return cand.model_copy(update={"key": str(target.metadata.get("memory_key") or target.uri.rsplit("/", 1)[1]),
                                        "text": text or target.text, "title": target.title, "metadata": meta})

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from .. import uri as uris
 from ..embeddings import Embedder
@@ -159,7 +160,7 @@ class MemoryWriter:
         overview = directory_overview(title, abstract, children)
         meta = {"listed": listed, "children": count}
         digest = content_hash(HASH_VERSION, title, abstract, overview)
-        common = dict(tenant=self.tenant, uri=dir_uri, title=title, abstract=abstract, metadata=meta,
+        common: dict[str, Any] = dict(tenant=self.tenant, uri=dir_uri, title=title, abstract=abstract, metadata=meta,
                       created_at=now, updated_at=now, content_hash=digest)
         l0 = ContextRecord.build(level=Level.ABSTRACT, **common)
         l1 = ContextRecord.build(level=Level.OVERVIEW, text=overview, **common)

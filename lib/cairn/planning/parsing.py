@@ -99,10 +99,10 @@ def parse_plan(
     if isinstance(data, list):
         reasoning, items = "", data
     elif isinstance(data, dict):
-        items = data.get("queries")
-        if not isinstance(items, list):
+        listed = data.get("queries")
+        if not isinstance(listed, list):
             raise PlanParseError(f"the answer has no 'queries' list (keys: {sorted(data)})")
-        reasoning = _reasoning(data.get("reasoning"))
+        reasoning, items = _reasoning(data.get("reasoning")), listed
     else:
         raise PlanParseError(f"the answer is a JSON {type(data).__name__}, not an object or array")
     queries = [q for q in (_typed_query(i, context_type, target_uris) for i in items) if q is not None]

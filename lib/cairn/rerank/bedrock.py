@@ -23,6 +23,7 @@ errors, timeouts and connection errors are retryable; validation and access erro
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -76,7 +77,7 @@ class BedrockReranker(Reranker):
         for start in range(0, len(documents), MAX_SOURCES):
             batch = documents[start : start + MAX_SOURCES]
             part = with_retries(
-                lambda b=batch: self._rerank_batch(query, b), max_retries=self.max_retries, backoff_s=self.backoff_s
+                functools.partial(self._rerank_batch, query, batch), max_retries=self.max_retries, backoff_s=self.backoff_s
             )
             if not part:
                 return []  # an empty answer for any batch: the base keeps every vector score

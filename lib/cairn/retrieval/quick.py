@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from ..models import Candidate, ThinkingTrace, TraceStats
 from ..assemble import best_chunk_per_document
+from ..models import Candidate, ThinkingTrace, TraceStats
 from ..vectorstores import SearchMode, VectorQuery, VectorStore
 from ..vectorstores.base import MAX_QUERY_LIMIT
 from .scope import scope_filter

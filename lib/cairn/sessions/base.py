@@ -123,7 +123,7 @@ def check_id(kind: str, value: Any) -> str:
 def check_role(role: Any) -> Role:
     if role not in ROLES:
         raise RequestError(f"role {role!r} is not valid; allowed: {', '.join(ROLES)}")
-    return role  # type: ignore[no-any-return]
+    return role
 
 
 def check_content(content: Any) -> str:
@@ -397,6 +397,7 @@ class SessionStore(ABC):
 
     def _mark_committed(self, session: Session, through: int, now: float) -> int:
         """Set ``committed_through = through`` unless it is already higher; return the stored value."""
+        raise NotImplementedError(f"{type(self).__name__} does not record commits")
 
     @abstractmethod
     def _load(self, tenant: str, session_id: str) -> Session:

@@ -38,7 +38,7 @@ class ExtractiveSummarizer:
 class LLMSummarizer:
     """Summaries by an LLM, from the versioned prompt ``session_summary``."""
 
-    def __init__(self, llm, prompts=None, *, timeout_s: float = 20.0, fallback: ExtractiveSummarizer | None = None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, llm, prompts=None, *, timeout_s: float = 20.0, fallback: ExtractiveSummarizer | None = None) -> None:
         from ..planning.prompts import PromptLibrary
 
         self.llm = llm

@@ -287,7 +287,7 @@ class DynamoDBSessionStore(SessionStore):
             if _error_code(exc) == "ConditionalCheckFailedException":
                 raise self.not_found(session_id) from None
             raise
-        return out["Attributes"]  # type: ignore[no-any-return]
+        return out["Attributes"]
 
     def _put_message(
         self, pk: str, tenant: str, session_id: str, seq: int, role: Role, content: str, now: float,

@@ -52,7 +52,7 @@ def _alphabetic(texts: list[str], code: str) -> list[list[str]]:
     else:
         stop = sorted(stop_words(code)) if lang else []
     stemmer = _stemmer(lang.stemmer).stemWords if lang and lang.stemmer else None
-    return bm25s().tokenize(texts, stopwords=stop, stemmer=stemmer, return_ids=False,  # type: ignore[no-any-return]
+    return bm25s().tokenize(texts, stopwords=stop, stemmer=stemmer, return_ids=False,
                             show_progress=False)
 
 

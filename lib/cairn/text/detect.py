@@ -41,7 +41,7 @@ _WORDS_RE = re.compile(r"\w+")
 
 # English function words: a fifth of the words of running English text are these (a quarter to
 # a third, measured on abstracts and questions); no other language's text comes near
-_ENGLISH_MARKERS = frozenset("the of and to in a is that for are with as on by this was be it from or an".split())
+_ENGLISH_MARKERS = frozenset(["the", "of", "and", "to", "in", "a", "is", "that", "for", "are", "with", "as", "on", "by", "this", "was", "be", "it", "from", "or", "an"])
 ENGLISH_SHARE = 0.2
 
 _lock = threading.Lock()

@@ -7,6 +7,7 @@ the small ``_hooks``. Every call names its tenant; no code path can search witho
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from abc import ABC, abstractmethod
@@ -135,7 +136,7 @@ class VectorStore(ABC):
             )
         written = 0
         for tenant, recs in by_tenant.items():
-            written += self._call("upsert", len(recs), lambda t=tenant, r=recs: self._upsert(t, r))
+            written += self._call("upsert", len(recs), functools.partial(self._upsert, tenant, recs))
         return written
 
     def query(self, request: VectorQuery) -> list[VectorHit]:

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from functools import lru_cache
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,8 @@ from ..text import AUTO, LanguagePolicy
 from . import local_keywords as kw
 from . import local_persistence as persist
 from .base import Capabilities, SearchMode, VectorHit, VectorQuery, VectorStore, validate_tenant
-from .local_side import SideTable, overlay
 from .fusion import fuse, hybrid_depth
+from .local_side import SideTable, overlay
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 _SUBSET_FRACTION = 0.5  # score only the pre-filtered rows when they are fewer than this share
@@ -101,7 +101,7 @@ class _Columns:
         """One float per row; None unless every row holds exactly one number."""
         if field not in self._numeric:
             values = [doc.get(field) for doc in self.docs]
-            ok = all(t.is_number(v) and abs(v) < 2**53 for v in values)
+            ok = all(t.is_number(v) and abs(v) < 2**53 for v in values)  # type: ignore[arg-type]  # is_number: a number
             self._numeric[field] = np.asarray(values, dtype=np.float64) if ok else None
         return self._numeric[field]
 
@@ -165,7 +165,7 @@ class _PreFilter:
             return self._vectorised(node.child)
         if isinstance(node, (t.MatchAll, t.MatchNone)):
             return True
-        return self._kind(node.field) is not None  # type: ignore[union-attr]
+        return self._kind(node.field) is not None
 
     def _kind(self, field: str) -> str | None:
         if field in t.KEYWORD_FIELDS or field in t.KEYWORD_LIST_FIELDS:
@@ -220,7 +220,7 @@ class _PreFilter:
                 return ~eq if node.op == "$ne" else eq
             if not t.is_number(node.value):
                 return np.zeros(len(col), dtype=bool)
-            return _NUMERIC_CMP[node.op](col, node.value)  # type: ignore[no-any-return]
+            return _NUMERIC_CMP[node.op](col, node.value)
         assert isinstance(node, t.Membership)
         if node.op == "$all":
             out = np.ones(len(col), dtype=bool)
@@ -492,7 +492,7 @@ class LocalVectorStore(VectorStore):
             return out
         rows = np.arange(len(part.ids))
         if all(m is not None for _, _, m in wanted):
-            union = np.logical_or.reduce([m for _, _, m in wanted])
+            union = np.logical_or.reduce([m for _, _, m in wanted if m is not None])
             if union.sum() < _SUBSET_FRACTION * len(rows):
                 rows = np.flatnonzero(union)
         matrix = part.matrix if len(rows) == len(part.ids) else part.matrix[rows]

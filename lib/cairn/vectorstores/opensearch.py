@@ -28,14 +28,15 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
+    CairnError,
     ConfigError,
     VectorStoreError,
     VectorStoreRequestError,
     VectorStoreUnavailable,
 )
 from ..models import ContextRecord
-from ..text import AUTO, LANGUAGES, LanguagePolicy, language_of
 from ..retry import RetryPolicy, is_retryable_status
+from ..text import AUTO, LANGUAGES, LanguagePolicy, language_of
 from .base import (
     Capabilities,
     SearchMode,
@@ -126,7 +127,7 @@ def _policy_transport(policy: RetryPolicy, sleep: Callable[[float], None]) -> ty
     """opensearch-py's Transport with every request run under ``policy`` (its own loop makes one try)."""
     from opensearchpy import Transport
 
-    class PolicyTransport(Transport):  # type: ignore[misc]
+    class PolicyTransport(Transport):
         def perform_request(self, *args: Any, **kwargs: Any) -> Any:
             parent = super().perform_request
             return policy.call(lambda: parent(*args, **kwargs), retryable=is_retryable_opensearch_error,
@@ -301,7 +302,7 @@ class OpenSearchVectorStore(VectorStore):
             raise
         return int(response["count"])
 
-    def _map_error(self, exc: Exception) -> VectorStoreError | None:
+    def _map_error(self, exc: Exception) -> CairnError | None:
         from opensearchpy import exceptions as osx
 
         if isinstance(exc, osx.ConnectionTimeout | osx.ConnectionError):

@@ -22,6 +22,7 @@ The SDK is imported lazily, here only.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -292,7 +293,7 @@ class PineconeVectorStore(VectorStore):
         vectors = [self._to_vector(r) for r in records]
         written = 0
         for batch in _batches(vectors, MAX_UPSERT_VECTORS, MAX_REQUEST_BYTES):
-            response = self._retrying(lambda b=batch: self._index.upsert(vectors=b, namespace=tenant))
+            response = self._retrying(functools.partial(self._index.upsert, vectors=batch, namespace=tenant))
             written += response.upserted_count
         return written
 
@@ -323,7 +324,7 @@ class PineconeVectorStore(VectorStore):
     def _fetch_vectors(self, tenant: str, ids: list[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
         for chunk in _chunks(ids, FETCH_BATCH):
-            response = self._retrying(lambda c=chunk: self._index.fetch(ids=c, namespace=tenant))
+            response = self._retrying(functools.partial(self._index.fetch, ids=chunk, namespace=tenant))
             found.update(response.vectors)
         return found
 
@@ -333,7 +334,7 @@ class PineconeVectorStore(VectorStore):
 
     def _delete_ids(self, tenant: str, ids: list[str]) -> None:
         for chunk in _chunks(ids, MAX_DELETE_IDS):
-            self._retrying(lambda c=chunk: self._index.delete(ids=c, namespace=tenant))
+            self._retrying(functools.partial(self._index.delete, ids=chunk, namespace=tenant))
 
     def _delete(self, tenant: str, ids: list[str]) -> int:
         existing = [i for i in ids if i in self._fetch_vectors(tenant, ids)]
@@ -372,9 +373,8 @@ class PineconeVectorStore(VectorStore):
         token: str | None = None
         while True:
             page = self._retrying(
-                lambda t=token: self._index.fetch_by_metadata(
-                    filter=native_filter, namespace=tenant, limit=1000, pagination_token=t
-                )
+                functools.partial(self._index.fetch_by_metadata,
+                                  filter=native_filter, namespace=tenant, limit=1000, pagination_token=token)
             )
             ids.extend(page.vectors)
             token = page.pagination.next if page.pagination is not None else None

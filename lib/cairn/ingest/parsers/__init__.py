@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import install_hint
-from .base import Limits, ParserMissing, Parsed, ParseFailed, Section, SectionWriter
+from .base import Limits, Parsed, ParseFailed, ParserMissing, Section, SectionWriter
 
 DOCS_EXTRA = install_hint("docs")
 
@@ -62,7 +62,7 @@ class ParserSpec:
             raise ParserMissing(f"{self.format} files need {', '.join(missing)}: {DOCS_EXTRA}")
         name = self.module if "." in self.module else f"{__name__}.{self.module}"
         module = importlib.import_module(name)
-        return getattr(module, self.function)  # type: ignore[no-any-return]
+        return getattr(module, self.function)
 
 
 _CODE_SUFFIXES = (

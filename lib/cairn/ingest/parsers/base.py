@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ...errors import IngestError, ParseFailed, ParserMissing
+from ...errors import IngestError, ParseFailed, ParserMissing  # noqa: F401 - re-exported for the parsers
 
 SectionKind = Literal["text", "section", "page", "slide", "table", "code", "message", "data"]
 

@@ -103,7 +103,7 @@ def parse_python(path: Path, limits: Limits) -> Parsed:
 
 def _heuristic(text: str, lang: str) -> Parsed:
     starts = [0] + [m.start() + 1 for m in re.finditer(r"\n[ \t]*\n(?=[^\s}\])])", text)]
-    spans = []
+    spans: list[tuple[int, int, str, tuple[str, ...]]] = []
     for i, s in enumerate(starts):
         while s < len(text) and text[s] in "\r\n \t":
             s += 1
@@ -125,14 +125,14 @@ def parse_code(path: Path, limits: Limits) -> Parsed:
     try:
         from tree_sitter_language_pack import get_parser
 
-        parser = get_parser(lang)  # type: ignore[arg-type]
+        parser = get_parser(lang)
     except Exception:  # noqa: BLE001 - a grammar that is missing (or would be downloaded) falls back
         return _heuristic(text, lang)
     data = text.encode("utf-8")
     tree = parser.parse(data)
     # tree-sitter reports byte offsets; map them to character offsets
     char_of = _byte_to_char(text) if len(data) != len(text) else None
-    spans = []
+    spans: list[tuple[int, int, str, tuple[str, ...]]] = []
     for node in tree.root_node.children:
         if not any(w in node.type for w in _DEFINITION_WORDS):
             continue
@@ -146,7 +146,7 @@ def parse_code(path: Path, limits: Limits) -> Parsed:
     return Parsed(text=text, sections=_spans_to_sections(text, spans, lang), format=lang)
 
 
-def _byte_to_char(text: str):  # type: ignore[no-untyped-def]
+def _byte_to_char(text: str):
     offsets = []  # byte offset of each character
     pos = 0
     for ch in text:

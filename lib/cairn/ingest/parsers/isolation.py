@@ -94,7 +94,7 @@ class IsolatedRunner:
             raise ParseFailed("the parser process died while reading this file (out of memory, or a crash)") from None
         if status != "ok":
             raise ParseFailed(value)
-        return value  # type: ignore[no-any-return]
+        return value
 
     def _kill(self) -> None:
         if self._proc is not None:

@@ -48,7 +48,7 @@ def parse_eml(path: Path, limits: Limits) -> Parsed:
         except (LookupError, ValueError) as exc:
             raise ParseFailed(f"has a body that cannot be decoded: {exc}") from None
         body = _html_text(content) if body_part.get_content_type() == "text/html" else str(content)
-    attachments = [part.get_filename() for part in msg.iter_attachments() if part.get_filename()]
+    attachments = [name for part in msg.iter_attachments() if (name := part.get_filename())]
     head = "\n".join(header_lines) + ("\nAttachments: " + ", ".join(attachments) if attachments else "")
     text = head + "\n\n" + body.strip()
     text = text[: limits.max_chars]
