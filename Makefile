@@ -62,7 +62,7 @@ $(CHROMIUM):
 
 browser: $(CHROMIUM)
 
-test: dev $(ASL_VALIDATOR) browser
+test: dev $(ASL_VALIDATOR) browser lint
 	$(PY) -m pytest -q
 
 test-unit: dev
@@ -80,7 +80,8 @@ openapi: dev
 configuration: dev
 	$(PY) -c "from cairn.config_doc import write; print('docs/configuration.md', 'rewritten' if write() else 'unchanged')"
 
-# the quality gate: ruff and mypy (configured in pyproject.toml) on lib/, functions/ and infra/
+# the quality gate: ruff and mypy (configured in pyproject.toml, installed from the dev lock) on
+# lib/, functions/ and infra/, at zero findings; `make test` runs it first
 lint: dev
 	$(VENV)/bin/ruff check lib functions infra
 	$(VENV)/bin/mypy
