@@ -10,6 +10,7 @@ freshly built wheel. A first run installs every extra (minutes); later runs take
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -75,6 +76,14 @@ def venv_with(wheel: Path, *extras: str) -> Path:
     root = CACHE / f"{name}-{_key(*extras)}"
     python = root / "bin" / "python"
     spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / f"{name}.lock").open("w") as lock:  # two runs at once (two worktrees' make test) take turns
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _install(root, python, spec, wheel)
+    return root / "bin"
+
+
+def _install(root: Path, python: Path, spec: str, wheel: Path) -> None:
     if not (root / ".ready").exists():
         _run([sys.executable, "-m", "venv", "--clear", str(root)], REPO)
         _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", str(_constraints()), spec],
@@ -83,7 +92,6 @@ def venv_with(wheel: Path, *extras: str) -> Path:
     else:  # the dependencies are cached; the wheel is this run's
         _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
               "--force-reinstall", str(wheel)], REPO)
-    return root / "bin"
 
 
 def test_the_wheel_is_the_distribution_named_and_imports_as_cairn(wheel):
