@@ -11,6 +11,8 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Installs come from lock files with hashes (requirements/*.lock), then cairn itself without deps.
+# The embedded default (make demo, requirements/local.lock) carries the document parsers and MCP too:
+# `cairn ingest` reads PDF/HTML/Office and `cairn mcp` runs without a second install.
 # `make lock` re-resolves them from pyproject.toml (the one command for upgrades).
 LOCK_LOCAL := requirements/local.lock
 LOCK_DEV   := requirements/dev.lock
@@ -27,7 +29,7 @@ $(VENV)/.dev-installed: pyproject.toml $(LOCK_DEV) | $(VENV)/bin/python
 
 lock: | $(VENV)/bin/python
 	$(PIP) install uv
-	$(VENV)/bin/uv pip compile pyproject.toml --upgrade --generate-hashes --python-version 3.11 --extra local -o $(LOCK_LOCAL)
+	$(VENV)/bin/uv pip compile pyproject.toml --upgrade --generate-hashes --python-version 3.11 --extra local --extra docs --extra mcp -o $(LOCK_LOCAL)
 	$(VENV)/bin/uv pip compile pyproject.toml --upgrade --generate-hashes --python-version 3.11 --extra local --extra aws --extra docs --extra dev -o $(LOCK_DEV)
 
 install: $(VENV)/.installed
