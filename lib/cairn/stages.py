@@ -14,17 +14,27 @@ from pydantic import BaseModel, Field
 
 from .assemble import DEFAULT_THRESHOLD, above_threshold, blend_hotness, dedupe_by_uri, document_key, to_match
 from .embeddings import Embedder
-from .models import Candidate, FindResult, Level, MatchedContext, QueryPlan, QueryResult, ThinkingTrace, TraceStats, TypedQuery
+from .models import (
+    Candidate,
+    FindResult,
+    Level,
+    MatchedContext,
+    QueryPlan,
+    QueryResult,
+    ThinkingTrace,
+    TraceStats,
+    TypedQuery,
+)
 from .planning.base import Planner, raw_query
 from .requests import FindRequest
 from .rerank.base import Reranker
-from .sessions.base import SessionView
 from .retrieval.boost import merge_boosted
 from .retrieval.evidence import has_evidence
 from .retrieval.memories import memory_roots, relevant
 from .retrieval.quick import quick_search
 from .retrieval.scope import roots_for
 from .retrieval.thinking import ThinkingConfig, thinking_search
+from .sessions.base import SessionView
 from .uri import is_under
 from .vectorstores import VectorStore
 

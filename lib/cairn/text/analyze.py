@@ -24,7 +24,6 @@ from .detect import CJK_RUN, cjk_language, detect, has_kana
 from .languages import DEFAULT, LANGUAGES, OTHER
 from .segment import segment, stop_words
 
-
 # languages whose stop words bm25s ships (NLTK's lists, about 200 words each); stopwordsiso's larger
 # lists for the others. On XQuAD German, bm25s's list: nDCG@10 0.959 against 0.956 with stopwordsiso's
 # 620 words and German stems on every text (benchmarks/README.md, "Languages")
