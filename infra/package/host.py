@@ -41,9 +41,10 @@ RUNTIME_DISTRIBUTIONS = ("boto3", "botocore", "s3transfer", "jmespath", "python-
 
 def _builder():
     spec = importlib.util.spec_from_file_location("cairn_package_build", HERE / "build.py")
+    assert spec is not None and spec.loader is not None, "infra/package/build.py is missing"
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault(spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    spec.loader.exec_module(module)
     return sys.modules[spec.name]
 
 
