@@ -144,3 +144,35 @@ def test_compaction_keeps_an_index_beside_every_segment_so_opening_rebuilds_noth
     fresh = LocalVectorStore(tmp_path, dimension=DIM)
     assert keyword_scores(fresh, "refund") == pytest.approx(keyword_scores(store, "refund"))
     assert {p.name: p.stat().st_mtime_ns for p in folder.glob("seg-*.kw")} == sidecars  # nothing rebuilt
+
+
+def test_a_filter_after_writes_matches_exactly_the_records_it_names(tmp_path):
+    def tagged(i, tag):
+        return ContextRecord.build(tenant="acme", uri=f"cairn://resources/kb/d{i}.md", level=2, vector=[1.0, 0, 0, 0],
+                                   tags=[tag], text=f"doc {i}")
+
+    store = LocalVectorStore(tmp_path, dimension=DIM)
+    tags = {i: f"t{i % 3}" for i in range(60)}
+    store.upsert([tagged(i, t) for i, t in tags.items()])
+    flt = {"tags": "t1", "ancestors": {"$in": ["cairn://resources/kb"]}}
+
+    def expected():
+        return sorted(f"cairn://resources/kb/d{i}.md" for i, t in tags.items() if t == "t1")
+
+    def found(s):
+        return sorted(h.record.uri for h in s.query(VectorQuery(tenant="acme", vector=[1.0, 0, 0, 0], filter=flt, limit=100)))
+
+    assert found(store) == expected()  # the filter columns are built now
+    for step in range(5):  # rewrites (a tag changes), new records, deletes: after each, exactly the predicate
+        moved = {i: ("t1" if tags[i] != "t1" else "t2") for i in range(step, 60, 7) if i in tags}
+        tags.update(moved)
+        store.upsert([tagged(i, t) for i, t in moved.items()])
+        tags.update({100 + 10 * step + k: "t1" for k in range(3)})
+        store.upsert([tagged(100 + 10 * step + k, "t1") for k in range(3)])
+        doomed = list(tags)[step::11]
+        store.delete("acme", [tagged(i, "").id for i in doomed])
+        for i in doomed:
+            tags.pop(i)
+        assert found(store) == expected()
+        assert store.count("acme", {"tags": "t1"}) == len(expected())
+    assert found(LocalVectorStore(tmp_path, dimension=DIM)) == expected()

@@ -9,8 +9,10 @@ Partitions load lazily, one tenant at a time: an unreadable one fails only its t
 
 * **Filters** are evaluated by a vectorised pre-filter: the record fields (``uri``,
   ``parent_uri``, ``ancestors``, ``context_type``, ``owner``, ``tags``, ``level``, ...) get
-  inverted indexes and numpy columns, built lazily per partition and dropped on every write,
-  so the usual scope filter is a few numpy operations instead of a Python call per record.
+  inverted indexes and numpy columns, built lazily per partition; rows written since (new or
+  replaced) are checked by the predicate until they are an eighth of the partition, then the
+  columns are built again, so a write never costs the next scoped query the whole tenant, and
+  the usual scope filter is a few numpy operations instead of a Python call per record.
   Anything else (``metadata.*``) is evaluated by the reference predicate of
   :mod:`cairn.filters.local`, only on the rows the rest of an ``$and`` left alive. The result
   is always exactly what that predicate says.
@@ -46,6 +48,7 @@ from .local_side import SideTable, overlay
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 _SUBSET_FRACTION = 0.5  # score only the pre-filtered rows when they are fewer than this share
+_REBUILD_ROWS = 2048  # rows written since the columns were built, checked one by one, before a rebuild
 
 
 class LocalFilter:
@@ -243,10 +246,8 @@ class _Partition:
         self.matrix = np.zeros((0, dimension), dtype=np.float32)
         self.keywords = kw.KeywordIndex()
         self._buffer: np.ndarray | None = None  # ``matrix`` is a view of its first rows, when set
-        self._columns: _Columns | None = None
-
-    def changed(self) -> None:
-        self._columns = None
+        self._columns: _Columns | None = None  # over the rows as they were when built
+        self._base = np.zeros(0, dtype=np.int64)  # per row: its row in ``_columns``, -1 if written since
 
     def put(self, docs: list[dict[str, Any]], unit_vectors: np.ndarray, postings: kw.Postings | None = None) -> None:
         """Insert or replace record dumps (with their unit vectors and keyword postings, row-aligned) by id."""
@@ -268,7 +269,9 @@ class _Partition:
         if postings is None:
             postings = kw.Postings.of_texts([persist.indexed_text(d) for d in docs])
         self.keywords.add(postings, at)
-        self.changed()
+        if self._columns is not None:  # the written rows leave the columns: the predicate checks them
+            self._base = np.concatenate([self._base, np.full(len(self.ids) - len(self._base), -1, dtype=np.int64)])
+            self._base[at] = -1
 
     def _append_rows(self, vectors: np.ndarray) -> None:
         """Append to the matrix in place when its buffer has room (grown by 1/8): a small write
@@ -292,15 +295,26 @@ class _Partition:
         self.matrix = self.matrix[keep]
         self.rows = {i: n for n, i in enumerate(self.ids)}
         self.keywords.keep(np.asarray(keep, dtype=np.int64))
-        self.changed()
+        if self._columns is not None:
+            self._base = self._base[keep]
         return len(doomed)
 
     def mask(self, native: LocalFilter | None) -> np.ndarray | None:
         if native is None:
             return None
-        if self._columns is None:
-            self._columns = _Columns(self.docs)
-        return _PreFilter(self._columns).mask(native.node)
+        n = len(self.ids)
+        known = self._base >= 0
+        if self._columns is None or n - int(known.sum()) > max(_REBUILD_ROWS, n // 8):
+            self._columns = _Columns(self.docs.keep(range(n)))  # a frozen view: later writes do not move it
+            self._base, known = np.arange(n, dtype=np.int64), np.ones(n, dtype=bool)
+        inner = _PreFilter(self._columns).mask(native.node)
+        if known.all():
+            return inner[self._base]
+        out = np.zeros(n, dtype=bool)
+        out[known] = inner[self._base[known]]
+        fresh = np.flatnonzero(~known)
+        out[fresh] = np.fromiter((native.predicate(self.docs[r]) for r in fresh), dtype=bool, count=len(fresh))
+        return out
 
 
 def _partition_of(snap: persist.Snapshot) -> _Partition:
