@@ -79,7 +79,7 @@ class Mixture:
 
 
 def records(texts: list[str], mix: Mixture, start: int, n: int) -> list:
-    from cairn.models import ContextRecord
+    from cairn.models import ContextRecord, Level, record_id
 
     vecs = mix.draw(n)
     out = []
@@ -88,7 +88,7 @@ def records(texts: list[str], mix: Mixture, start: int, n: int) -> list:
         folder = f"{ROOT}/d{i % NDIR}"
         text = texts[i % len(texts)]
         out.append(ContextRecord(
-            id=f"r{i}", tenant=TENANT, uri=f"{folder}/doc{i}.md", parent_uri=folder,
+            id=record_id(TENANT, f"{folder}/doc{i}.md", Level.DETAIL), tenant=TENANT, uri=f"{folder}/doc{i}.md", parent_uri=folder,
             ancestors=["cairn://resources", ROOT, folder], depth=3, level=2, context_type="resource",
             title=" ".join(text.split()[:6]), abstract=text, text=text, vector=vecs[j].tolist()))
     return out
@@ -179,12 +179,12 @@ def _cairn_find(home: Path, question: str) -> float:
 def run(data: Path, limit_queries: int | None = None) -> dict:
     sizes = [int(s) for s in re.split(r"[,\s]+", os.environ.get("CAIRN_SCALE_SIZES", "10000,100000,1000000")) if s]
     texts, qs = passages(data), questions(data, NQ)
-    result: dict = {"passages": len(texts), "load_before": os.getloadavg()[0], "sizes": []}
+    result: dict = {"passages": len(texts), "load_before": round(os.getloadavg()[0], 1), "sizes": []}
     with tempfile.TemporaryDirectory(prefix="cairn-scale-") as tmp:
         for n in sizes:
             result["sizes"].append(measure(n, texts, qs, Path(tmp)))
             print(json.dumps(result["sizes"][-1]), flush=True)
-    result["load_after"] = os.getloadavg()[0]
+    result["load_after"] = round(os.getloadavg()[0], 1)
     result["peak_rss_mb_bench"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return result
 

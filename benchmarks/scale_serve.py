@@ -27,8 +27,8 @@ from .scale import BATCH, Mixture, passages, percentiles, questions, records
 
 SUITE = "scale_serve"
 CLIENTS = (1, 4, 16, 64)
-CONFIGS = (("1 worker", 1, True), ("2 workers", 2, True), ("1 worker, use recording off", 1, False),
-           ("2 workers, use recording off", 2, False))
+CONFIGS = (("1 worker", 1, True), ("1 worker, use recording off", 1, False), ("2 workers", 2, True),
+           ("2 workers, use recording off", 2, False))  # each next to its pair: the load drifts
 
 
 def _port() -> int:
@@ -62,8 +62,8 @@ def _load(url: str, clients: int, seconds: float, qs: list[str]) -> dict:
     kinds: set[str] = set()
     lock = threading.Lock()
 
-    start = threading.Barrier(clients + 1)
     stop = [0.0]
+    start = threading.Barrier(clients + 1, action=lambda: stop.__setitem__(0, time.monotonic() + seconds))
 
     def client(k: int) -> None:
         with httpx.Client(base_url=url, timeout=120) as http:
@@ -84,8 +84,7 @@ def _load(url: str, clients: int, seconds: float, qs: list[str]) -> dict:
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
     for t in threads:
         t.start()
-    stop[0] = time.monotonic() + seconds
-    start.wait()
+    start.wait()  # the clock starts when every client is ready
     started = time.monotonic()
     for t in threads:
         t.join()
@@ -109,7 +108,7 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
     n = int(os.environ.get("CAIRN_SCALE_SERVE_RECORDS", "10000"))
     seconds = float(os.environ.get("CAIRN_SCALE_SERVE_SECONDS", "8"))
     texts, qs = passages(data), questions(data, 300)
-    result: dict = {"records": n, "seconds_per_point": seconds, "load_before": os.getloadavg()[0], "configs": {}}
+    result: dict = {"records": n, "seconds_per_point": seconds, "load_before": round(os.getloadavg()[0], 1), "configs": {}}
     with tempfile.TemporaryDirectory(prefix="cairn-scale-serve-") as tmp:
         home = Path(tmp)
         store = LocalVectorStore(home / "store", dimension=384)
@@ -130,7 +129,7 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
                 proc.terminate()
                 proc.wait(timeout=60)
             print(name, result["configs"][name], flush=True)
-    result["load_after"] = os.getloadavg()[0]
+    result["load_after"] = round(os.getloadavg()[0], 1)
     cfg = result["configs"]
     best = lambda name: max(p["queries_per_s"] for p in cfg[name])  # noqa: E731
     result["ratios"] = {

@@ -176,3 +176,40 @@ def test_a_filter_after_writes_matches_exactly_the_records_it_names(tmp_path):
         assert found(store) == expected()
         assert store.count("acme", {"tags": "t1"}) == len(expected())
     assert found(LocalVectorStore(tmp_path, dimension=DIM)) == expected()
+
+
+def test_opened_vectors_are_aligned_for_blas_and_old_unpadded_segments_still_open(tmp_path, monkeypatch):
+    from cairn.vectorstores import local_persistence as persist
+
+    def opened_matrix(path):
+        s = LocalVectorStore(path, dimension=DIM)
+        s.count("acme")
+        return s, s._parts["acme"].matrix
+
+    new = [rec(i, ["refund", f"w{i}"], vec=(1.0, i, 0.0, 0.0)) for i in range(7)]
+    LocalVectorStore(tmp_path / "new", dimension=DIM).upsert(new)
+    store, matrix = opened_matrix(tmp_path / "new")
+    assert matrix.flags.aligned and matrix.ctypes.data % 64 == 0  # a memory map numpy can hand to BLAS
+    monkeypatch.setattr(persist, "_ALIGN", 1)  # as segments were written before the padding
+    LocalVectorStore(tmp_path / "old", dimension=DIM).upsert(new)
+    monkeypatch.setattr(persist, "_ALIGN", 64)
+    old, old_matrix = opened_matrix(tmp_path / "old")
+    assert old_matrix.flags.aligned
+    q = VectorQuery(tenant="acme", vector=[1.0, 3.0, 0.0, 0.0], limit=3)
+    assert [h.record.uri for h in old.query(q)] == [h.record.uri for h in store.query(q)]
+
+
+def test_saved_postings_are_aligned_arrays():
+    from cairn.vectorstores import local_keywords as lk
+
+    post = lk.Postings.of_texts(["refund policy refund", "a card refund", "travel"])
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "seg-0000000001.kw"
+        lk.save(path, post, 123)
+        back = lk.load(path, 3, 123)
+        assert back is not None and lk.load(path, 3, 124) is None  # tied to its segment's size
+        assert all(a.flags.aligned for a in (back.indptr, back.lengths, back.rows, back.tfs))
+        assert back.terms == post.terms and np.array_equal(back.rows, post.rows) and np.array_equal(back.tfs, post.tfs)
