@@ -313,7 +313,7 @@ class _Partition:
         out = np.zeros(n, dtype=bool)
         out[known] = inner[self._base[known]]
         fresh = np.flatnonzero(~known)
-        out[fresh] = np.fromiter((native.predicate(self.docs[r]) for r in fresh), dtype=bool, count=len(fresh))
+        out[fresh] = np.fromiter((native.predicate(self.docs[int(r)]) for r in fresh), dtype=np.bool_, count=len(fresh))
         return out
 
 
