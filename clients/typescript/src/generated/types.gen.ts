@@ -51,6 +51,14 @@ export type CommitResult = {
      */
     skipped?: number;
     /**
+     * Stored
+     */
+    stored?: number;
+    /**
+     * Summary
+     */
+    summary?: string;
+    /**
      * User
      */
     user: string;
@@ -500,6 +508,10 @@ export type MatchedContext = {
      * Tags
      */
     tags?: Array<string>;
+    /**
+     * Text
+     */
+    text?: string;
     /**
      * Title
      */
@@ -1154,6 +1166,14 @@ export type TypeStats = {
  * TypedQuery
  */
 export type TypedQuery = {
+    /**
+     * Boost
+     */
+    boost?: number;
+    /**
+     * Boost Uris
+     */
+    boost_uris?: Array<string>;
     context_type?: ContextType | null;
     /**
      * Intent
@@ -1171,6 +1191,10 @@ export type TypedQuery = {
      * Target Uris
      */
     target_uris?: Array<string>;
+    /**
+     * Weight
+     */
+    weight?: number;
 };
 
 /**
