@@ -420,11 +420,12 @@ def test_memory_commit_reads_new_messages_once_on_every_backend(store, embedder,
     store.append("acme", s.id, "user", "My sister Anna lives in Porto.", name="Ann", created_at=1_683_554_160.0)
     store.append("acme", s.id, "assistant", "Noted: Anna lives in Porto.")
     first = memory.commit(s.id)
-    assert (first.messages, first.committed_through, len(first.episodes)) == (2, 2, 2)
+    # both messages are read; only what the user said becomes an episode (the reply is its context)
+    assert (first.messages, first.committed_through, len(first.episodes)) == (2, 2, 1)
     assert memory.commit(s.id).messages == 0  # committing twice adds nothing
     store.append("acme", s.id, "user", "She is a teacher.", name="Ann")
     assert memory.commit(s.id).episodes == [f"cairn://user/ann/memories/episodes/{s.id}-000003"]
-    assert vectors.count("acme", {"ancestors": "cairn://user/ann/memories", "level": 2}) == 3
+    assert vectors.count("acme", {"ancestors": "cairn://user/ann/memories", "level": 2}) == 2
     assert vectors.count("acme", {"ancestors": "cairn://user/bob/memories"}) == 0
 
 
