@@ -40,7 +40,7 @@ PLANNER_NAME = "session-rewrite"
 LOOKBACK = 5
 MAX_CARRIED_CHARS = 1000  # of the previous user turn carried into a follow-up's query
 # the carried query's matches count for this share of their score: a turn that says what it is
-# about keeps its own answer first (chosen on agent_day and dstc11, benchmarks/README.md)
+# about keeps its own answer first (chosen by measurement: benchmarks/README.md)
 CARRIED_WEIGHT = 0.9
 _QUOTED = re.compile(
     r"[\"“]([^\"”\n]{2,60})[\"”]|(?<![A-Za-z])'([A-Z][^'\n]{1,58})'(?![A-Za-z])"

@@ -17,7 +17,7 @@ from ..assemble import finite
 from ..models import Candidate, ThinkingTrace
 from ..uri import is_under
 
-# Chosen on agent_day and dstc11 (benchmarks/README.md): how close to the best match anywhere a
+# Chosen by measurement (benchmarks/README.md): how close to the best match anywhere a
 # match inside the conversation's folder must come to rank before it.
 GOOD_RATIO = 0.5
 
