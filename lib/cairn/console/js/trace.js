@@ -27,7 +27,11 @@ export function stopText(reason) {
 
 /** What the evidence gate decided, from its events (none: a query word occurs in the content). */
 export function gateOf(trace) {
-  const events = trace.events || [];
+  const all = trace.events || [];
+  // the gate decides before anything is searched: its events are the ones before the first search
+  // (later uri-less keeps are the boost's and the user's memories', not the gate's)
+  const first = all.findIndex((e) => e.kind === "global_search");
+  const events = first < 0 ? all : all.slice(0, first);
   const gate = events.find((e) => (e.kind === "keep" || e.kind === "exclude") && !e.uri);
   if (gate && gate.kind === "exclude") return { state: "dropped", detail: gate.detail };
   if (trace.stats && trace.stats.stop_reason === "no_evidence") return { state: "dropped", detail: "no evidence" };
