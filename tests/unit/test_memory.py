@@ -156,6 +156,8 @@ def test_commit_keeps_what_the_user_said_with_speaker_date_citations_and_the_rep
     assert first.text.startswith("[8 May 2023, 13:56] Caroline: I went to an LGBTQ support group")
     assert first.text.endswith("(context) Melanie: That sounds amazing! What happened there?")
     assert "kept 3 things caroline said as episodic memories" in done.summary and "no LLM" in done.summary
+    # two replies, each the context of the turn before and after it: the report counts them once
+    assert "(with 2 assistant replies as their context)" in done.summary
     assert sessions.get(T, sid).session.committed_through == 5
 
 

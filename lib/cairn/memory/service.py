@@ -163,7 +163,8 @@ class MemoryService:
 
 def stored_summary(user: str, archived: list[MemoryItem], typed: list[MemoryItem], extractor: str) -> str:
     """What a commit stored, in one sentence a person reads."""
-    context = sum(len(i.metadata.get("context_seqs", [])) for i in archived)  # type: ignore[arg-type,misc]
+    # a reply is the context of the turn before it and the turn after it: count each reply once
+    context = len({s for i in archived for s in i.metadata.get("context_seqs", [])})  # type: ignore[union-attr]
     said = (
         f"kept {len(archived)} thing{'s' if len(archived) != 1 else ''} {user} said as episodic memories"
         + (f" (with {context} assistant repl{'ies' if context != 1 else 'y'} as their context)" if context else "")
