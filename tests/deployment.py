@@ -36,6 +36,7 @@ from tests.stack import ACCOUNT, REGION, Stack
 REPO = Path(__file__).resolve().parents[1]
 ASL = REPO / "infra" / "statemachine" / "retrieval.asl.json"
 TABLE = "cairn-sessions"
+RATE_TABLE = "cairn-ratelimits"
 BUCKET = "cairn-content"
 SECRET = "cairn-keys"
 PINECONE_KEY = "pc-test-key"
@@ -122,6 +123,7 @@ class Deployment:
     functions: dict[str, FunctionPool]
     emulators: dict[str, Any]
     invocations: list[Invocation] = field(default_factory=list)
+    last: Any = None  # the api function's last answer (status, headers, body)
     _exit: ExitStack = field(default_factory=ExitStack, repr=False)
 
     # ------------------------------------------------------------------ set-up
@@ -185,11 +187,14 @@ class Deployment:
         from cairn.sessions.dynamodb import create_table
 
         create_table(clients["dynamodb"], TABLE)
+        from cairn.ratelimit import create_table as create_rate_table
+
+        create_rate_table(clients["dynamodb"], RATE_TABLE)
         clients["s3"].create_bucket(Bucket=BUCKET)
         clients["secretsmanager"].create_secret(Name=SECRET, SecretString=json.dumps({"pinecone_api_key": PINECONE_KEY}))
         role = clients["iam"].create_role(RoleName="cairn-fn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
 
-        draft = Stack.load(params, physical={"SessionsTable": TABLE, "ContentBucket": BUCKET}, text=template)
+        draft = Stack.load(params, physical={"SessionsTable": TABLE, "RateLimitTable": RATE_TABLE, "ContentBucket": BUCKET}, text=template)
         for fn in draft.functions.values():
             clients["lambda"].create_function(FunctionName=fn.name, Runtime="python3.12", Role=role, Handler="app.handler",
                                               Code={"ZipFile": _placeholder_zip()}, Architectures=["arm64"],
@@ -201,7 +206,8 @@ class Deployment:
         definition = _stretched(definition)
         sm_arn = clients["stepfunctions"].create_state_machine(name="cairn-retrieval", definition=definition, roleArn=role,
                                                                type=machine.get("StateMachineType", "EXPRESS"))["stateMachineArn"]
-        stack = Stack.load(params, physical={"SessionsTable": TABLE, "ContentBucket": BUCKET, "RetrievalStateMachine": sm_arn},
+        stack = Stack.load(params, physical={"SessionsTable": TABLE, "RateLimitTable": RATE_TABLE, "ContentBucket": BUCKET,
+                                           "RetrievalStateMachine": sm_arn},
                            text=template)
 
         functions = {}
@@ -256,15 +262,17 @@ class Deployment:
     def function(self, logical: str) -> FunctionPool:
         return self.functions[self.stack.functions[logical].name]
 
-    def invoke(self, name: str, event: Any) -> tuple[Any, str | None]:
+    def invoke(self, name: str, event: Any, container: int | None = None) -> tuple[Any, str | None]:
+        """Invoke a function as Lambda does (an idle container, or a new one), or in one given container."""
         fn = self.functions[name]
-        payload, error = fn.invoke(event)
+        payload, error = fn.invoke(event) if container is None else fn.containers[container].invoke(event)
         self.invocations.append(Invocation(fn.name, len(json.dumps(event)), len(json.dumps(payload)), error, event, payload))
         return payload, error
 
     def api(self, method: str, path: str, body: Any = None, *, tenant: str = "acme", user: str | None = None,
-            query: str = "") -> tuple[int, Any]:
-        """An HTTP API (payload 2.0) request with the JWT authorizer's claims, to the api function."""
+            query: str = "", container: int | None = None) -> tuple[int, Any]:
+        """An HTTP API (payload 2.0) request with the JWT authorizer's claims, to the api function
+        (``container``: to that one of its containers; the answer's headers are in ``self.last``)."""
         claims = {"sub": user or "svc", "custom:tenant": tenant}
         event = {
             "version": "2.0", "routeKey": f"{method} {path}", "rawPath": path, "rawQueryString": query,
@@ -280,7 +288,8 @@ class Deployment:
             event["queryStringParameters"] = dict(p.split("=", 1) for p in query.split("&"))
         if body is not None:
             event["body"] = json.dumps(body)
-        payload, error = self.invoke(self.stack.functions["ApiFunction"].name, event)
+        payload, error = self.invoke(self.stack.functions["ApiFunction"].name, event, container)
+        self.last = payload
         if error is not None:
             return 502, payload  # API Gateway answers 502 when the integration fails
         out = json.loads(payload.get("body") or "null")

@@ -12,6 +12,7 @@ Environment variables (all optional; the embedded default needs none)::
     CAIRN_PLANNER_MIN_CONFIDENCE, CAIRN_PLANNER_STOP_WORDS (comma-separated), CAIRN_MEMORY_EXTRACTION,
     CAIRN_MEMORY_WINDOW, CAIRN_MEMORY_HYBRID, CAIRN_RECORD_USE,
     CAIRN_LANGUAGE (auto|en|zh|ja|de|...), CAIRN_TENANT_LANGUAGES (acme=zh,globex=de)
+    CAIRN_RATE_LIMITS ("20/second, 100000/day"), CAIRN_TENANT_RATE_LIMITS (JSON), CAIRN_RATE_LIMIT_TABLE
     CAIRN_STORE=local|pinecone|opensearch     + CAIRN_STORE_PATH, CAIRN_PINECONE_*, CAIRN_OPENSEARCH_*
     CAIRN_EMBEDDER=local|bedrock|litellm      + CAIRN_EMBEDDING_MODEL, _DIMENSION, _REGION,
                                                 CAIRN_EMBEDDING_BASE_URL, _API_KEY, _BATCH_SIZE
@@ -276,6 +277,33 @@ class Settings(_Settings):
     def _tenant_languages(cls, value: dict[str, str]) -> dict[str, str]:
         return {tenant: check(code, setting=f"the language of tenant {tenant!r} (CAIRN_TENANT_LANGUAGES)")
                 for tenant, code in value.items()}
+    # --- per-tenant rate limits and quotas (issue 23, cairn.ratelimit): "COUNT/PERIOD, ..." or "none"
+    rate_limits: str = Field(default="none", description=(
+        "every tenant's requests allowed per window, e.g. `20/second, 100000/day` (periods: second, minute, hour, "
+        "day; `none`: no limit); a request past one answers 429 with Retry-After (docs/rate-limits.md)"))
+    tenant_rate_limits: dict[str, str] = Field(default_factory=dict, description=(
+        "tenants with their own limits instead of `rate_limits`, as JSON: `{\"acme\": \"5/second\", \"bigco\": \"none\"}`"))
+    rate_limit_table: str | None = Field(default=None, description=(
+        "the DynamoDB table (partition key `pk`, TTL `expires_at`) that counts requests for every instance; "
+        "unset: `<home>/ratelimits.db`, shared by the processes on this machine"))
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _rate_limits(cls, value: str) -> str:
+        from .ratelimit import parse_limits
+
+        parse_limits(value, setting="rate_limits (CAIRN_RATE_LIMITS)")
+        return value
+
+    @field_validator("tenant_rate_limits")
+    @classmethod
+    def _tenant_rate_limits(cls, value: dict[str, str]) -> dict[str, str]:
+        from .ratelimit import parse_limits
+
+        for tenant, limits in value.items():
+            parse_limits(limits, setting=f"the limits of tenant {tenant!r} (CAIRN_TENANT_RATE_LIMITS)")
+        return value
+
     # how long search() waits for that workflow (StartSyncExecution's read timeout): longer than the
     # state machine's TimeoutSeconds (25), shorter than the api function's timeout (29)
     workflow_timeout_s: float = Field(default=27.0, gt=0, le=900, description=(
@@ -334,7 +362,7 @@ def _for_chosen(fields: dict[str, Any], family: tuple[type[BaseModel], ...], tag
 _SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn",
             "find_hybrid", "search_hybrid", "planner_min_confidence", "memory_extraction", "memory_window",
             "memory_hybrid", "record_use", "fetch_max_requests", "fetch_max_bytes", "context_budget_tokens", "language",
-            "workflow_timeout_s")
+            "workflow_timeout_s", "rate_limits", "rate_limit_table")
 
 
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -359,6 +387,9 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         data["fetch_allow_hosts"] = tuple(h.strip() for h in env["CAIRN_FETCH_ALLOW_HOSTS"].split(",") if h.strip())
     if env.get("CAIRN_TENANT_LANGUAGES"):
         data["tenant_languages"] = _pairs(env["CAIRN_TENANT_LANGUAGES"], "CAIRN_TENANT_LANGUAGES")
+    if env.get("CAIRN_TENANT_RATE_LIMITS"):
+        data["tenant_rate_limits"] = _json_object(env["CAIRN_TENANT_RATE_LIMITS"], "CAIRN_TENANT_RATE_LIMITS",
+                                                  '{"acme": "5/second, 1000/day"}')
     if env.get("CAIRN_PLANNER_STOP_WORDS"):
         data["planner_stop_words"] = tuple(w.strip() for w in env["CAIRN_PLANNER_STOP_WORDS"].split(",") if w.strip())
     data.update({k: v for k, v in overrides.items() if v is not None})
@@ -366,6 +397,18 @@ def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settin
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError("invalid settings: " + "; ".join(_problem(e) for e in exc.errors())) from None
+
+
+def _json_object(value: str, name: str, example: str) -> dict[str, Any]:
+    import json
+
+    try:
+        data = json.loads(value)
+    except ValueError as exc:
+        raise ConfigError(f"{name} is not valid JSON ({exc}); write an object, e.g. {example}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise ConfigError(f"{name} must be a JSON object of strings, e.g. {example}")
+    return data
 
 
 def _pairs(value: str, name: str) -> dict[str, str]:

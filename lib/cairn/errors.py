@@ -23,6 +23,7 @@ per vendor; no other module decides a status::
     ├── Conflict                        409
     │   └── SessionConflict             retryable: a concurrent writer won the race
     ├── Throttled                       429  retryable: slow down (Retry-After)
+    │   └── RateLimited                      the tenant is over a rate limit or quota (which: details)
     ├── ConfigError                     500  a setting is missing or invalid (start-up)
     │   ├── MissingExtra                500  a configuration needs an optional extra
     │   ├── DimensionMismatch                the embedder's vectors do not fit the index
@@ -170,6 +171,19 @@ class Throttled(CairnError):
     code = "throttled"
     status = 429
     retryable = True
+
+
+class RateLimited(Throttled):
+    """The tenant is over one of its rate limits or quotas (:mod:`cairn.ratelimit`); ``details``
+    names the limit, ``retry_after_s`` is when its window ends."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: int | None = None, retryable: bool | None = None,
+                 details: Any = None) -> None:
+        super().__init__(message, retryable=retryable, details=details)
+        given = details.get("retry_after_s") if isinstance(details, dict) else None  # a client's copy of the server's
+        self.retry_after_s = int(retry_after_s or given or 1)
 
 
 class Unavailable(CairnError):

@@ -16,6 +16,10 @@ host can auto-approve the read-only ones. Two transports:
   ``cairn serve``) every request needs ``Authorization: Bearer <key>`` and the key names the
   tenant and, optionally, the end user — checked at the door (401) and again for each tool call.
 
+Every tool call counts against its tenant's rate limits and quotas (:mod:`cairn.ratelimit`), as
+every request of the HTTP API does; past one the tool answers an error that names the limit and
+when to retry.
+
 A caller bound to a user (``--user``, or a key naming one) acts for that user only: every tool
 refuses another user's memories, sessions and folders (403 in the message). Every cairn error comes
 back as a tool error (``isError``) in one short sentence; nothing crashes the server.
@@ -125,7 +129,9 @@ def build_server(services: "Services", *, tenant: str | None = None, user: str |
         """Run one tool body as the caller: a compact text answer with the structured one beside it;
         a cairn error becomes a tool error that says what was wrong in one sentence."""
         try:
-            out = body(callers.of(ctx))
+            who = callers.of(ctx)
+            ops.admit(who)  # the tenant's rate limits and quotas, as at the HTTP door
+            out = body(who)
         except CairnError as exc:
             raise ToolError(_short(exc)) from None
         data = out if isinstance(out, dict) else out.model_dump(mode="json")

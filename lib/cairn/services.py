@@ -33,10 +33,11 @@ if TYPE_CHECKING:
     from .ingest.fetchguard import FetchPolicy
     from .observability.stats import RetrievalStats
     from .pipeline import Cairn, Pipeline
+    from .ratelimit import RateLimiter
     from .vectorstores import VectorStore
 
 _UNSET: Any = object()
-_SERVICES = ("store", "embedder", "llm", "reranker", "sessions", "content", "sfn", "s3", "recorder")
+_SERVICES = ("store", "embedder", "llm", "reranker", "sessions", "content", "sfn", "s3", "recorder", "limiter")
 
 
 class Services:
@@ -218,6 +219,21 @@ class Services:
 
         cfg = self.settings
         return FetchPolicy(cfg.fetch_allow_hosts, max_requests=cfg.fetch_max_requests, max_bytes=cfg.fetch_max_bytes)
+
+    @cached_property
+    def limiter(self) -> RateLimiter:
+        """Each tenant's rate limits and quotas (:mod:`cairn.ratelimit`), counted in the DynamoDB
+        table ``rate_limit_table`` (every Lambda instance) or in ``<home>/ratelimits.db`` (every
+        process on this machine); neither is opened while no tenant has a limit."""
+        from .ratelimit import DynamoDBCounter, LimitPolicy, RateLimiter, SQLiteCounter
+
+        cfg = self.settings
+        policy = LimitPolicy.from_settings(cfg.rate_limits, cfg.tenant_rate_limits)
+        if cfg.rate_limit_table:  # the counters open on the first count, so never without a limit
+            if policy.limits_anyone:
+                require("boto3", extra="aws", feature="rate limits counted in DynamoDB")
+            return RateLimiter(policy, DynamoDBCounter(cfg.rate_limit_table))
+        return RateLimiter(policy, SQLiteCounter(cfg.home / "ratelimits.db"))
 
     def memory(self, tenant: str) -> Any:
         """``tenant``'s memories (:class:`cairn.memory.MemoryService`): remember, commit."""

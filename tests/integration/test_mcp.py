@@ -283,3 +283,24 @@ def test_missing_sdk_is_a_missing_extra(services, monkeypatch):
     monkeypatch.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
     with pytest.raises(MissingExtra, match=r"cairn-context\[mcp\]"):
         build_server(services)
+
+
+def test_http_a_tenant_over_its_limit_gets_a_tool_error_saying_when_to_retry(tmp_path, embedder):
+    """The MCP door counts every tool call against its tenant's limits, as the HTTP API does."""
+    limited = Services(load_settings(env={"CAIRN_HOME": str(tmp_path), "CAIRN_TENANT_RATE_LIMITS": '{"globex": "2/hour"}'}),
+                       embedder=embedder)
+    keys = ApiKeys({ACME_KEY: "acme", GLOBEX_KEY: "globex"})
+
+    async def as_globex(s: ClientSession) -> None:
+        for _ in range(2):
+            assert data(await s.call_tool("find", {"query": "refund to the card"}))["total"] == 0
+        refused = error(await s.call_tool("find", {"query": "refund to the card"}))
+        assert "tenant 'globex' is over its rate limit of 2 requests per hour; retry in" in refused
+
+    async def as_acme(s: ClientSession) -> None:
+        for _ in range(4):
+            data(await s.call_tool("find", {"query": "refund to the card"}))
+
+    with running_http(limited, keys=keys) as url:
+        over_http(url, GLOBEX_KEY, as_globex)
+        over_http(url, ACME_KEY, as_acme)

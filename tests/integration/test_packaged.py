@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.deployment import LLM_MODEL, STATE_LIMIT, Deployment, host_build
+from tests.deployment import LLM_MODEL, RATE_TABLE, STATE_LIMIT, Deployment, host_build
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -59,8 +59,8 @@ def packaged():
 @pytest.fixture(scope="module", params=["opensearch", "pinecone"])
 def deployment(request, packaged, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"deployed-{request.param}")
-    with Deployment.start(tmp, request.param, parameters={"LlmProvider": "bedrock", "LlmModel": LLM_MODEL},
-                          paths=packaged) as dep:
+    parameters = {"LlmProvider": "bedrock", "LlmModel": LLM_MODEL, "TenantRateLimitOverrides": json.dumps({"trial": "3/hour"})}
+    with Deployment.start(tmp, request.param, parameters=parameters, paths=packaged) as dep:
         for logical, pool in ((lg, dep.function(lg)) for lg in dep.stack.functions):
             pool.warm(5 if logical == "RetrieveFunction" else 1)  # the Map runs 5 retrieves at once
         assert dep.ingest("handbook.json", HANDBOOK)["objects"][0]["error"] is None
@@ -141,6 +141,28 @@ def test_a_new_user_message_prefetches_context(deployment):
     status, got = deployment.api("GET", f"/v1/sessions/{sid}")
     assert status == 200
     assert got["prefetched"] is not None and got["prefetched"]["resources"][0]["uri"] == REFUNDS
+
+
+def test_a_tenant_over_its_quota_is_refused_by_every_api_instance_while_another_is_served(deployment):
+    """The limits are counted in the DynamoDB table every api container shares: three requests of
+    tenant 'trial' an hour, spread over two containers, then 429 with Retry-After from either."""
+    import boto3
+
+    deployment.function("ApiFunction").warm(2)
+    answers = [deployment.api("GET", "/v1/me", tenant="trial", container=i % 2) for i in range(3)]
+    assert [status for status, _ in answers] == [200, 200, 200], answers
+    for container in (0, 1):
+        status, body = deployment.api("GET", "/v1/me", tenant="trial", container=container)
+        assert status == 429, body
+        assert body["error"] == "rate_limited" and body["details"]["limit"] == "3/hour", body
+        assert "tenant 'trial' is over its rate limit of 3 requests per hour" in body["message"]
+        assert int(deployment.last["headers"]["Retry-After"]) == body["details"]["retry_after_s"] > 0
+    for container in (0, 1):  # acme has the stack's default (25/second): served
+        assert deployment.api("GET", "/v1/me", container=container)[0] == 200
+    ddb = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=deployment.moto_url)
+    items = ddb.scan(TableName=RATE_TABLE)["Items"]
+    trial = [i for i in items if i["pk"]["S"].startswith("trial/hour/")]
+    assert len(trial) == 1 and trial[0]["n"] == {"N": "3"} and int(trial[0]["expires_at"]["N"]) > 0
 
 
 def _every_path(dep: Deployment) -> None:

@@ -25,6 +25,7 @@ from cairn.config import (
     load_settings,
 )
 from cairn.errors import MissingExtra
+from cairn.ratelimit import Limit
 from cairn.requests import FindRequest
 from cairn.services import Services
 
@@ -86,6 +87,9 @@ def _probes(tmp: Path) -> dict[str, Any]:
         "language": ("zh", lambda s: s.store.languages.for_tenant("acme") == "zh"),
         "tenant_languages": ({"acme": "ja"}, lambda s: s.store.languages.for_tenant("acme") == "ja"),
         "workflow_timeout_s": (61.0, waits_61_s),
+        "rate_limits": ("5/second", lambda s: s.limiter.policy.for_tenant("acme") == (Limit(5, "second"),)),
+        "tenant_rate_limits": ({"acme": "2/day"}, lambda s: s.limiter.policy.for_tenant("acme") == (Limit(2, "day"),)),
+        "rate_limit_table": ("cairn-limits", lambda s: getattr(s.limiter.counter, "table", None) == "cairn-limits"),
     }
 
 

@@ -7,7 +7,8 @@ generated from this table (``GET /v1/openapi.json``; committed as ``docs/openapi
 
 Every error is one JSON envelope (:class:`~cairn.api.models.ErrorBody`) with the request id and
 the status of its family in :mod:`cairn.errors`; ``Retry-After`` on 429 and 503; never a stack
-trace. A response that would pass Lambda's 6 MB limit is refused with a 413 that says how to
+trace. Every authenticated request is counted against its tenant's rate limits and quotas first
+(:mod:`cairn.ratelimit`): past one, a 429 whose ``details`` name the limit. A response that would pass Lambda's 6 MB limit is refused with a 413 that says how to
 page; L2 bodies and folder listings are paged.
 """
 
@@ -79,6 +80,14 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
 
     def created(model: Any, status: int = 201) -> Response[dict[str, Any]]:
         return Response(status, "application/json", model.model_dump(mode="json"))
+
+    def admitted(app: APIGatewayHttpResolver, next_middleware: Any) -> Any:
+        """Every authenticated request counts against its tenant's rate limits (429 past one)."""
+        if app.current_event.path not in PUBLIC_ROUTES:
+            ops.admit(caller())
+        return next_middleware(app)
+
+    app.use(middlewares=[admitted])
 
     # ------------------------------------------------------------------ retrieval
 
@@ -231,7 +240,8 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
 
     def envelope(exc: CairnError, status: int) -> Response[str]:
         body = {**exc.to_dict(), "request_id": request_id()}
-        headers = {"Retry-After": str(RETRY_AFTER_S)} if status in (429, 503) else None
+        after = getattr(exc, "retry_after_s", RETRY_AFTER_S)
+        headers = {"Retry-After": str(after)} if status in (429, 503) else None
         return Response(status, "application/json", json.dumps(body, default=str), headers=headers)
 
     @app.exception_handler(CairnError)

@@ -42,6 +42,12 @@ class Application:
     def pipeline(self, tenant: str) -> Pipeline:
         return self._pipelines(tenant)
 
+    def admit(self, principal: Principal) -> None:
+        """Count one request of the principal's tenant against its rate limits and quotas
+        (:mod:`cairn.ratelimit`); :class:`~cairn.errors.RateLimited` (429) when it is over one.
+        Each door calls this once per request, before the operation."""
+        self.services.limiter.admit(principal.tenant)
+
     @property
     def default_budget(self) -> int:
         """Tokens a context block holds at most when the request names no budget."""

@@ -1,0 +1,87 @@
+"""Per-tenant rate limits through `cairn serve --workers 2` as a user runs it: two tenants' keys,
+one tenant over its limit answered 429 with Retry-After and a JSON error naming the limit, the
+other served; the count is one for both worker processes (one file in the home)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from cairn.client import CairnClient
+from cairn.errors import RateLimited
+
+pytestmark = pytest.mark.e2e
+TRIAL_KEY = "trial-key-0123456789abcdef"
+ACME_KEY = "acme-key-0123456789abcdef"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("limits")
+    keys = home / "keys.json"
+    keys.write_text(json.dumps({TRIAL_KEY: "trial", ACME_KEY: "acme"}))
+    port = _free_port()
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", CAIRN_RATE_LIMITS="1000/second",
+               CAIRN_TENANT_RATE_LIMITS=json.dumps({"trial": "4/hour"}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cairn.cli", "--home", str(home), "serve", "--workers", "2", "--port", str(port),
+         "--api-keys", str(keys)], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline, lines = time.monotonic() + 300, []
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            lines.append(line)
+            if "listening on" in line or proc.poll() is not None:
+                break
+        assert "listening on" in lines[-1], "".join(lines)
+        yield f"http://127.0.0.1:{port}", home
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def _get(url: str, key: str) -> httpx.Response:
+    with httpx.Client() as fresh:  # a new connection each time: either worker may answer it
+        return fresh.get(f"{url}/v1/me", headers={"Authorization": f"Bearer {key}"})
+
+
+def test_one_tenant_over_its_limit_is_refused_and_the_other_is_served(server):
+    url, home = server
+    answers = [_get(url, TRIAL_KEY) for _ in range(8)]
+    assert [r.status_code for r in answers] == [200] * 4 + [429] * 4  # 4 an hour, for both workers together
+    refused = answers[-1]
+    body = refused.json()
+    assert refused.headers["content-type"].startswith("application/json")
+    assert body["error"] == "rate_limited" and body["retryable"] is True and body["request_id"]
+    assert body["details"]["limit"] == "4/hour" and body["details"]["period"] == "hour"
+    assert 0 < int(refused.headers["retry-after"]) == body["details"]["retry_after_s"] <= 3600
+    assert "tenant 'trial' is over its rate limit of 4 requests per hour; retry in" in body["message"]
+    assert all(_get(url, ACME_KEY).status_code == 200 for _ in range(8))  # the default, 1000/second
+    assert (home / "ratelimits.db").exists()
+
+
+def test_the_client_raises_throttled_with_the_servers_words(server):
+    url, _ = server
+    with CairnClient(url, TRIAL_KEY, retries=0) as client:
+        with pytest.raises(RateLimited) as refused:
+            client.find("anything")
+    assert "over its rate limit of 4 requests per hour" in str(refused.value)
+    assert refused.value.details["limit"] == "4/hour" and refused.value.retry_after_s > 0
+
+
+def test_health_answers_without_counting(server):
+    url, _ = server
+    assert all(httpx.get(f"{url}/v1/health").status_code == 200 for _ in range(6))
