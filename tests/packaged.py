@@ -210,7 +210,10 @@ class FunctionPool:
 
     def warm(self, count: int) -> None:
         """Start ``count`` containers side by side (provisioned concurrency): their init is paid now."""
-        started = [self._take() for _ in range(count - len(self._all))]
+        with self._lock:  # new containers (an idle one is already warm)
+            started = [PackagedFunction(self.name, self.paths, self.env, self.logs, self.timeout_s, self.calls)
+                       for _ in range(count - len(self._all))]
+            self._all.extend(started)
         threads = [threading.Thread(target=fn.start) for fn in started]
         for t in threads:
             t.start()
