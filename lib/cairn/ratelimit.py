@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -144,7 +144,7 @@ class RateLimiter:
 def _refusal(tenant: str, limit: Limit, ends: int, now: float) -> RateLimited:
     retry_after = max(1, math.ceil(ends - now))
     kind = "rate limit" if limit.seconds < PERIODS["day"] else "quota"
-    resets = datetime.fromtimestamp(ends, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    resets = datetime.fromtimestamp(ends, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     log.info("rate limited", tenant=tenant, limit=str(limit), retry_after_s=retry_after)
     return RateLimited(
         f"tenant {tenant!r} is over its {kind} of {limit.count:,} requests per {limit.period}; "
