@@ -270,7 +270,7 @@ class Deployment:
         return payload, error
 
     def api(self, method: str, path: str, body: Any = None, *, tenant: str = "acme", user: str | None = None,
-            query: str = "", container: int | None = None) -> tuple[int, Any]:
+            query: str = "", container: int | None = None, request_id: str | None = None) -> tuple[int, Any]:
         """An HTTP API (payload 2.0) request with the JWT authorizer's claims, to the api function
         (``container``: to that one of its containers; the answer's headers are in ``self.last``)."""
         claims = {"sub": user or "svc", "custom:tenant": tenant}
@@ -280,7 +280,7 @@ class Deployment:
             "requestContext": {"accountId": ACCOUNT, "apiId": "api", "authorizer": {"jwt": {"claims": claims, "scopes": None}},
                                "domainName": "api.example.com", "http": {"method": method, "path": path, "protocol": "HTTP/1.1",
                                                                          "sourceIp": "203.0.113.7", "userAgent": "test"},
-                               "requestId": uuid.uuid4().hex, "routeKey": f"{method} {path}", "stage": "$default",
+                               "requestId": request_id or uuid.uuid4().hex, "routeKey": f"{method} {path}", "stage": "$default",
                                "time": "01/Dec/2026:00:00:00 +0000", "timeEpoch": int(time.time() * 1000)},
             "isBase64Encoded": False,
         }

@@ -5,7 +5,9 @@ serves — so this module only builds it once per container. The tenant (and an 
 caller may be bound to) comes from the authorizer in ``requestContext.authorizer``: a Lambda
 authorizer's context, a JWT claim (``CAIRN_TENANT_CLAIM``, ``CAIRN_USER_CLAIM``) or the IAM
 caller mapped by ``CAIRN_IAM_TENANTS``; see :mod:`cairn.api.auth`. ``search`` runs through the
-Express workflow when ``CAIRN_STATE_MACHINE_ARN`` is set.
+Express workflow when ``CAIRN_STATE_MACHINE_ARN`` is set. Each request's id (API Gateway's
+``requestId``, the access log's) is the ``correlation_id`` of its log lines and of every workflow
+task's; its metrics (per operation, and find's retrieval statistics) leave as EMF before it returns.
 """
 
 from __future__ import annotations
@@ -30,6 +32,18 @@ def handler(event: Any, context: Any = None) -> dict[str, Any]:
         return resolve(app, event, context)
     finally:
         flush_uses()
+        emit_metrics()
+
+
+def emit_metrics() -> None:
+    """The request's metrics (its operation; find's retrieval statistics) as EMF, before Lambda
+    freezes the container."""
+    try:
+        services.emit_metrics()
+    except Exception as exc:  # noqa: BLE001 - metrics never fail a request; it is logged
+        from cairn.observability.logging import get_logger
+
+        get_logger("cairn.functions.api").warning("metrics not written", error=type(exc).__name__, message=str(exc)[:300])
 
 
 def flush_uses() -> None:

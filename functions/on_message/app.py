@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cairn import workflow
 from cairn.errors import CairnError, RequestError
-from cairn.observability.logging import get_logger
+from cairn.observability.logging import get_logger, set_correlation_id
 from cairn.requests import MAX_QUERY_CHARS, FindRequest
 from cairn.services import Services
 
@@ -78,6 +78,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             continue
         if msg.type != "message" or msg.role != "user" or not msg.content.strip():
             continue
+        set_correlation_id(str(record.get("eventID") or ident))  # this message's lines and its workflow's
         try:
             _prefetch(msg)
         except CairnError as exc:

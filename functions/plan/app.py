@@ -28,5 +28,6 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             rerank=start.rerank and cairn.reranker is not None,
             plan=plan,
             query_count=len(plan.queries),
+            correlation_id=start.correlation_id,
         )
     return out.model_dump(mode="json")

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .embeddings import Embedder
     from .ingest import ContentStore
     from .ingest.fetchguard import FetchPolicy
+    from .observability.operations import OperationStats
     from .observability.stats import RetrievalStats
     from .pipeline import Cairn, Pipeline
     from .ratelimit import RateLimiter
@@ -235,6 +236,13 @@ class Services:
             return RateLimiter(policy, DynamoDBCounter(cfg.rate_limit_table))
         return RateLimiter(policy, SQLiteCounter(cfg.home / "ratelimits.db"))
 
+    @cached_property
+    def operations(self) -> OperationStats:
+        """Requests, errors and latency per API operation in this process (written as EMF by the api function)."""
+        from .observability.operations import OperationStats
+
+        return OperationStats()
+
     def memory(self, tenant: str) -> Any:
         """``tenant``'s memories (:class:`cairn.memory.MemoryService`): remember, commit."""
         from .memory import MemoryService
@@ -295,6 +303,13 @@ class Services:
             # the LLM proposes the names; the tenant's own folder names check them
             return IntentAnalyzer(self.llm, timeout_s=cfg.llm.timeout_s if cfg.llm else 5.0, resolver=resolver, roots=roots)
         return SessionRewritePlanner(resolver=resolver, roots=roots, stop_words=cfg.planner_stop_words)
+
+    def emit_metrics(self) -> int:
+        """Write what this process recorded since the last call as CloudWatch EMF: every tenant's
+        retrieval statistics and the operations' requests (the api function, before it returns)."""
+        with self._lock:
+            stats = list(self._stats.values())
+        return sum(s.emit_emf() for s in stats) + self.operations.emit_emf()
 
     def tenant_stats(self, tenant: str) -> RetrievalStats:
         """One tenant's retrieval statistics in this process (what ``GET /v1/stats`` shows)."""

@@ -49,6 +49,7 @@ from .errors import (
     WorkflowFailed,
 )
 from .models import Candidate, QueryPlan, TypedQuery
+from .observability.logging import correlation_id, get_logger, set_correlation_id
 from .requests import FindRequest, parse_request
 from .stages import RetrieveOutput
 
@@ -77,6 +78,7 @@ __all__ = [
     "task_errors",
 ]
 
+log = get_logger(__name__)
 # Step Functions state data is limited to 256 KiB; the Map collects every RetrieveOutput, and up
 # to 5 typed queries may run, so each output is kept under this many bytes of JSON.
 RETRIEVE_OUTPUT_BUDGET = 40_000
@@ -98,6 +100,7 @@ class WorkflowInput(_State):
     request: FindRequest
     session_id: str | None = None
     rerank: bool = True
+    correlation_id: str | None = None  # the API request's id: on every task's log lines
 
 
 class PlanOutput(_State):
@@ -109,6 +112,7 @@ class PlanOutput(_State):
     rerank: bool = False  # True when a reranker is configured and the caller wants one
     plan: QueryPlan
     query_count: int
+    correlation_id: str | None = None
 
 
 class RetrieveTask(_State):
@@ -118,6 +122,7 @@ class RetrieveTask(_State):
     request: FindRequest
     query: TypedQuery
     rerank: bool = False
+    correlation_id: str | None = None
 
 
 class RerankInput(_State):
@@ -129,6 +134,7 @@ class RerankInput(_State):
     rerank: bool = False
     retrieved: list[RetrieveOutput] = Field(default_factory=list)
     rerank_failure: str | None = None  # set by the Catch on Rerank: the error the reranker failed with
+    correlation_id: str | None = None
 
 
 # what a candidate's record carries between states: the rest is derived from the URI when the
@@ -284,7 +290,8 @@ def search(services: Services, tenant: str, request: FindRequest, session_id: st
         from .filters import parse
 
         parse(request.filter)
-    start = WorkflowInput(tenant=tenant, request=request, session_id=session_id, rerank=rerank)
+    start = WorkflowInput(tenant=tenant, request=request, session_id=session_id, rerank=rerank,
+                          correlation_id=correlation_id())
     size = len(start.model_dump_json().encode())
     if size > MAX_INPUT_BYTES:
         raise PayloadTooLarge(
@@ -319,7 +326,12 @@ def start_sync(services: Services, start: WorkflowInput) -> dict[str, Any]:
 
 
 def parse_state(model: type[BaseModel], event: Any) -> Any:
-    """Validate a task's input; a malformed input is a non-retryable task error."""
+    """Validate a task's input; a malformed input is a non-retryable task error. The state's
+    ``correlation_id`` (the API request's id) is on every log line of the task from here on."""
     if not isinstance(event, dict):
         raise RequestError(f"{model.__name__}: expected a JSON object, got {type(event).__name__}")
-    return parse_request(model, event)
+    given = event.get("correlation_id")
+    set_correlation_id(given if isinstance(given, str) else None)  # never the previous invocation's
+    state = parse_request(model, event)
+    log.info("task started", state=model.__name__, tenant=getattr(state, "tenant", None))
+    return state

@@ -95,6 +95,38 @@ def test_search_answers_through_the_packaged_workflow(deployment):
     assert all(i.error is None for i in deployment.invocations)
 
 
+def _lines(dep: Deployment, logical: str, since: int) -> list[dict[str, Any]]:
+    out = []
+    for line in dep.logs(logical)[since:]:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            out.append(doc)
+    return out
+
+
+def test_one_correlation_id_from_the_api_request_through_every_task(deployment):
+    """API Gateway's requestId is the correlation_id of every log line of every task of that
+    request's workflow, and the metadata of the api function's metrics."""
+    tasks = ("PlanFunction", "RetrieveFunction", "RerankFunction")
+    before = {lg: len(deployment.logs(lg)) for lg in ("ApiFunction", *tasks)}
+    plan = _plan(("refund card", "resource"), ("invoice month", "resource"))
+    deployment.emulators["bedrock"].converse_for["refunds and invoices"] = plan
+    status, body = deployment.api("POST", "/v1/search", {"query": "refunds and invoices", "limit": 3},
+                                  request_id="req-correlated-42")
+    assert status == 200, body
+    for logical in tasks:
+        logged = [d for d in _lines(deployment, logical, before[logical]) if "level" in d]  # the logger's lines
+        assert logged, f"{logical} logged nothing for the request"
+        assert {d.get("correlation_id") for d in logged} == {"req-correlated-42"}, (logical, logged[:3])
+    assert len([d for d in _lines(deployment, "RetrieveFunction", before["RetrieveFunction"])
+                if d.get("message") == "task started"]) == 2  # one per typed query
+    api_metrics = [d for d in _lines(deployment, "ApiFunction", before["ApiFunction"]) if "_aws" in d]
+    assert any(d.get("operation") == "search" and d.get("correlation_id") == "req-correlated-42" for d in api_metrics)
+
+
 def test_limit_100_with_five_typed_queries_keeps_every_state_under_256_kb(deployment):
     plan = _plan(("refund card rules", "resource"), ("invoice month rules", "resource"), ("travel hotel policy", "resource"),
                  ("manager portal", "resource"), ("payment policy", "resource"))

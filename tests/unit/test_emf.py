@@ -109,5 +109,24 @@ def test_every_metric_name_has_a_unit():
     assert set(m.ALL_METRICS) == {
         m.QUERIES, m.RESULTS, m.ZERO_RESULT_QUERIES, m.SCORE_MIN, m.SCORE_MEAN, m.SCORE_MAX, m.LATENCY,
         m.VECTOR_CALLS, m.ROUNDS, m.RERANK_USED, m.RERANK_FALLBACKS,
+        m.REQUESTS, m.CLIENT_ERRORS, m.SERVER_ERRORS, m.RATE_LIMITED, m.REQUEST_LATENCY,
     }
 
+
+
+def test_operation_metrics_are_one_document_per_operation_with_its_errors(capsys):
+    from cairn.observability.operations import OperationStats
+
+    ops = OperationStats()
+    ops.record("find", 200, 12.5)
+    ops.record("find", 429, 0.4)
+    ops.record("find", 400, None)
+    ops.record("search", 503, 900.0)
+    assert ops.emit_emf() == 2
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    by_op = {d["operation"]: d for d in docs}
+    assert by_op["find"]["Requests"] == [3.0] and by_op["find"]["ClientErrors"] == [2.0]
+    assert by_op["find"]["RateLimited"] == [1.0] and by_op["find"]["RequestLatency"] == [12.5, 0.4]
+    assert by_op["search"]["ServerErrors"] == [1.0]
+    assert docs[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["operation", "service"]]
+    assert ops.emit_emf() == 0  # emitted once

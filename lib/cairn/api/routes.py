@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import time
 import uuid
 from typing import Annotated, Any
 
@@ -31,7 +32,7 @@ from ..app.models import Forgotten, Me, MemoryList, SessionList, UserErased, Use
 from ..errors import CairnError, PayloadTooLarge, RequestError, RouteNotFound, UnsupportedMediaType, UpstreamError
 from ..memory import CommitResult, RememberResult
 from ..models import FindResponse
-from ..observability.logging import get_logger
+from ..observability.logging import get_logger, set_correlation_id
 from ..observability.stats import StatsSnapshot
 from ..services import Services
 from ..sessions.base import Message, Session, SessionView
@@ -81,13 +82,26 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
     def created(model: Any, status: int = 201) -> Response[dict[str, Any]]:
         return Response(status, "application/json", model.model_dump(mode="json"))
 
-    def admitted(app: APIGatewayHttpResolver, next_middleware: Any) -> Any:
-        """Every authenticated request counts against its tenant's rate limits (429 past one)."""
-        if app.current_event.path not in PUBLIC_ROUTES:
-            ops.admit(caller())
-        return next_middleware(app)
+    def door(app: APIGatewayHttpResolver, next_middleware: Any) -> Any:
+        """Every authenticated request counts against its tenant's rate limits (429 past one);
+        every request is counted and timed under its operation (:mod:`cairn.observability.operations`)."""
+        started, status = time.perf_counter(), 500
+        try:
+            if app.current_event.path not in PUBLIC_ROUTES:
+                ops.admit(caller())
+            response = next_middleware(app)
+            status = int(getattr(response, "status_code", 200))
+            return response
+        except CairnError as exc:
+            status = exc.http_status
+            raise
+        finally:
+            services.operations.record(operation(), status, (time.perf_counter() - started) * 1000)
 
-    app.use(middlewares=[admitted])
+    def operation() -> str:
+        return getattr(app.context.get("_route"), "operation_id", None) or "unknown"
+
+    app.use(middlewares=[door])
 
     # ------------------------------------------------------------------ retrieval
 
@@ -260,6 +274,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
     @app.exception_handler(RequestValidationError)
     def invalid(exc: RequestValidationError) -> Response[str]:
         problems = [_problem(e) for e in exc.errors()]
+        services.operations.record(operation(), 400, None)  # refused before the door middleware ran
         return envelope(RequestError("invalid request: " + "; ".join(problems), details=problems), 400)
 
     @app.exception_handler(UnicodeDecodeError)
@@ -291,6 +306,7 @@ def resolve(app: APIGatewayHttpResolver, event: dict[str, Any], context: Any = N
     a body that is not base64 when it says so, not UTF-8, not JSON, nested too deeply, with a
     number of thousands of digits, with NaN/Infinity or a lone surrogate is a 400, not a 500."""
     rid = str((event.get("requestContext") or {}).get("requestId") or uuid.uuid4())
+    set_correlation_id(rid)  # on every log line of this request, and carried into the workflow's tasks
     try:
         event = as_json_event(event)
     except UnsupportedMediaType as exc:

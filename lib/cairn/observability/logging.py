@@ -10,6 +10,9 @@ or a test) keeps its own configuration.
     log = get_logger(__name__)
     log.warning("rerank fallback", reranker="cohere", fallback="error", sent=12)
 
+One request's id travels as ``correlation_id`` on every line (:func:`set_correlation_id`): the
+API sets it from the request, the workflow's state carries it to every task.
+
 Fields are keyword arguments, never formatted into the message. A field whose name
 clashes with a standard ``LogRecord`` attribute (``name``, ``msg``, ``args``, ...) is
 written with a ``field_`` prefix instead of raising.
@@ -58,6 +61,27 @@ def configure_logging(
         pt.append_keys(service=service or os.environ.get("POWERTOOLS_SERVICE_NAME") or ROOT)
         _powertools_logger = pt
         return pt
+
+
+_correlation_id: str | None = None
+
+
+def set_correlation_id(value: str | None) -> None:
+    """Every log line from now on carries ``correlation_id``: the API request's id, set by the
+    door that received the request and by each workflow task from its state (None: no id). One
+    request at a time per process (a Lambda container, a ``cairn serve`` worker), so one value."""
+    global _correlation_id
+    _correlation_id = value
+    pt = _powertools_logger
+    if pt is None and not logging.getLogger(ROOT).handlers:
+        pt = configure_logging()
+    if pt is not None:
+        pt.set_correlation_id(value)
+
+
+def correlation_id() -> str | None:
+    """The correlation id of the request this process is serving, if any."""
+    return _correlation_id
 
 
 class StructuredLogger:

@@ -1,7 +1,7 @@
 """Every metric cairn emits, by name, in one place.
 
-Names are CloudWatch metric names (the ``cairn`` namespace, dimensions ``service`` and
-``context_type``). Dashboards, alarms and tests refer to these constants, never to string
+Names are CloudWatch metric names (the ``cairn`` namespace; retrieval metrics have the dimensions
+``service`` and ``context_type``, operation metrics ``service`` and ``operation``). Dashboards, alarms and tests refer to these constants, never to string
 literals, so a rename happens here once.
 """
 
@@ -15,6 +15,7 @@ DEFAULT_SERVICE: Final = "cairn"
 # Dimensions
 DIM_CONTEXT_TYPE: Final = "context_type"
 DIM_SERVICE: Final = "service"  # added by Powertools from its ``service`` setting
+DIM_OPERATION: Final = "operation"  # the API operation (its OpenAPI operationId: find, search, ...)
 
 # Retrieval, one data point per flush unless noted
 QUERIES: Final = "Queries"  # typed queries retrieved
@@ -31,6 +32,13 @@ ROUNDS: Final = "Rounds"  # hierarchical search rounds, summed
 RERANK_USED: Final = "RerankUsed"  # queries whose scores came (at least partly) from a reranker
 RERANK_FALLBACKS: Final = "RerankFallbacks"  # queries that kept their vector scores; reason in metadata
 
+# Operations (the api function, every request; dimensions service and operation)
+REQUESTS: Final = "Requests"  # requests answered
+CLIENT_ERRORS: Final = "ClientErrors"  # answered 4xx (429 included)
+SERVER_ERRORS: Final = "ServerErrors"  # answered 5xx
+RATE_LIMITED: Final = "RateLimited"  # refused by the tenant's rate limit or quota (429)
+REQUEST_LATENCY: Final = "RequestLatency"  # one value per request (milliseconds), so percentiles work
+
 UNITS: Final[dict[str, str]] = {
     QUERIES: "Count",
     RESULTS: "Count",
@@ -43,6 +51,11 @@ UNITS: Final[dict[str, str]] = {
     ROUNDS: "Count",
     RERANK_USED: "Count",
     RERANK_FALLBACKS: "Count",
+    REQUESTS: "Count",
+    CLIENT_ERRORS: "Count",
+    SERVER_ERRORS: "Count",
+    RATE_LIMITED: "Count",
+    REQUEST_LATENCY: "Milliseconds",
 }
 
 ALL_METRICS: Final = tuple(UNITS)
