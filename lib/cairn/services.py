@@ -210,7 +210,9 @@ class Services:
 
     @cached_property
     def s3(self) -> Any:
-        return require("boto3", extra="aws", feature="S3").client("s3")
+        """An S3 client, made on first use: a process that never reads S3 never imports boto3
+        (~1 s: the embedded default's CLI and server never pay it)."""
+        return _OnFirstUse(lambda: require("boto3", extra="aws", feature="S3").client("s3"))
 
     @cached_property
     def fetch_policy(self) -> FetchPolicy:
@@ -349,6 +351,22 @@ class Services:
         from .app import Application
 
         return Application(self)
+
+
+class _OnFirstUse:
+    """Stands for the object ``make()`` returns, made the first time an attribute is read."""
+
+    def __init__(self, make: Any) -> None:
+        self._make = make
+        self._made: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            with self._lock:
+                if self._made is None:
+                    self._made = self._make()
+        return getattr(self._made, name)
 
 
 def _checked(store: Any, embedder: Any) -> Any:

@@ -179,12 +179,13 @@ def test_a_filter_after_writes_matches_exactly_the_records_it_names(tmp_path):
 
 
 def test_opened_vectors_are_aligned_for_blas_and_old_unpadded_segments_still_open(tmp_path, monkeypatch):
-    from cairn.vectorstores import local_persistence as persist
+    from cairn.vectorstores import local_segments as persist
 
     def opened_matrix(path):
         s = LocalVectorStore(path, dimension=DIM)
         s.count("acme")
-        return s, s._parts["acme"].matrix
+        (block,) = s._parts["acme"].vectors.blocks  # one segment, opened as it is on disk
+        return s, block
 
     new = [rec(i, ["refund", f"w{i}"], vec=(1.0, i, 0.0, 0.0)) for i in range(7)]
     LocalVectorStore(tmp_path / "new", dimension=DIM).upsert(new)

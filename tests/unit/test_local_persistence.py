@@ -159,3 +159,53 @@ def test_a_long_cjk_name_is_bounded_on_a_character_boundary():
     name = "漢" * 90 + ".md"  # 273 bytes
     out = bounded_name(name)
     assert len(out.encode()) <= 255 and out.startswith("漢")
+
+
+def _history(tmp_path):
+    """A partition whose records were replaced and deleted across several commits and processes."""
+    s = LocalVectorStore(tmp_path, dimension=DIM)
+    s.upsert([rec("acme", f"d{i // 10}/r{i}", vec=(1.0, i, 0, 0), tags=["old"]) for i in range(40)])
+    s.upsert([rec("acme", f"d{i // 10}/r{i}", vec=(1.0, -i, 0, 0), tags=["new"]) for i in range(0, 40, 3)])
+    other = LocalVectorStore(tmp_path, dimension=DIM)  # another process's writes, caught up by ``s``
+    other.delete("acme", [rec("acme", f"d{i // 10}/r{i}").id for i in range(0, 40, 4)])
+    s.upsert([rec("acme", "d9/late", vec=(0.0, 0, 1, 0), tags=["new"])])
+    return s
+
+
+def _answers(store):
+    def q(filt):
+        hits = store.query(VectorQuery(tenant="acme", vector=[1.0, 1, 1, 1], limit=1000, filter=filt))
+        return sorted((h.record.uri, h.record.tags[0]) for h in hits)
+
+    return (q(None), q({"tags": "new"}), q({"parent_uri": "cairn://resources/d1"}), store.count("acme"),
+            store.count("acme", {"tags": "old"}))
+
+
+def test_a_fresh_process_opens_from_the_saved_live_mask_and_columns_without_reading_records(tmp_path, monkeypatch):
+    from cairn.vectorstores import local_columns
+
+    expected = _answers(_history(tmp_path))
+    assert expected[3] == 31 and len(expected[1]) == 11  # 40 - 10 deleted + 1; 14 new versions - 4 deleted + 1 late
+    assert list((tmp_path / "tenants" / "acme").glob("live-*.bits"))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("opening replayed the ids or parsed every record")
+
+    monkeypatch.setattr(persist, "live_mask", refuse)
+    monkeypatch.setattr(local_columns.ColumnChunk, "of_docs", classmethod(refuse))
+    assert _answers(LocalVectorStore(tmp_path, dimension=DIM)) == expected
+
+
+def test_without_its_live_mask_or_columns_a_partition_is_worked_out_from_its_segments(tmp_path):
+    expected = _answers(_history(tmp_path))
+    folder = tmp_path / "tenants" / "acme"
+    for path in [*folder.glob("live-*.bits"), *folder.glob("*.col")]:
+        path.write_bytes(b"damaged")
+    assert _answers(LocalVectorStore(tmp_path, dimension=DIM)) == expected
+    for path in [*folder.glob("live-*.bits"), *folder.glob("*.col")]:
+        path.unlink()
+    fresh = LocalVectorStore(tmp_path, dimension=DIM)
+    assert _answers(fresh) == expected
+    fresh.upsert([rec("acme", "d1/after", tags=["new"])])  # the next commit saves a mask again
+    assert list(folder.glob("live-*.bits"))
+    assert len(_answers(LocalVectorStore(tmp_path, dimension=DIM))[2]) == len(expected[2]) + 1

@@ -17,9 +17,13 @@ the script). Answers are cached per text (a reranker sees the same candidates ag
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import threading
+from array import array
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from ..observability.logging import get_logger
@@ -62,10 +66,55 @@ def _detector() -> Any:
                                              fallback="English", hint="pip install 'cairn[local]'")
                 return None
 
-            identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-            identifier.set_languages(list(ALPHABETIC))
-            _identifier = identifier
+            _identifier = _cached_identifier(LanguageIdentifier, MODEL_FILE)
     return _identifier or None
+
+
+def _cache_path(model: Path) -> Path:
+    """Where the restricted, uncompressed model is kept for the next process (per model file and
+    language set): ``$XDG_CACHE_HOME/cairn`` (default ``~/.cache/cairn``)."""
+    st = model.stat()
+    key = hashlib.sha256(f"{model}:{st.st_size}:{st.st_mtime_ns}:{','.join(sorted(ALPHABETIC))}".encode()).hexdigest()[:16]
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cairn"
+    return root / f"langid-{key}.npz"
+
+
+def _cached_identifier(cls: Any, model_file: str) -> Any:
+    """py3langid's identifier restricted to :data:`ALPHABETIC`. Its model ships LZMA-compressed
+    (68 MB unpacked: ~1.3 s per process on an idle core), so the unpacked, restricted arrays are
+    kept in a cache file and read from it by later processes (~50 ms); where the cache cannot be
+    written (a read-only home), every process unpacks the model as before."""
+    import numpy as np
+    from py3langid.langid import MODEL_DIR
+
+    model = Path(model_file) if Path(model_file).is_absolute() else MODEL_DIR / model_file
+    try:
+        cache = _cache_path(model)
+        with np.load(cache, allow_pickle=False) as data:
+            return cls(data["ptc"], data["pc"], data["classes"].tolist(), array("I", data["nextmove"].tobytes()),
+                       data["output"].tolist(), norm_probs=True, tk_row=array("H", data["row"].tobytes()))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    identifier = cls.from_model_file(model_file, norm_probs=True)
+    identifier.set_languages(list(ALPHABETIC))
+    try:
+        _save_identifier(identifier, cache)
+    except (OSError, ValueError, TypeError, NameError):
+        pass
+    return identifier
+
+
+def _save_identifier(identifier: Any, cache: Path) -> None:
+    import numpy as np
+
+    if identifier.tk_nextmove.itemsize != 4 or identifier.tk_row.itemsize != 2:
+        return  # another layout than this cache reads
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp.npz")
+    np.savez(tmp, ptc=np.asarray(identifier.nb_ptc), pc=np.asarray(identifier.nb_pc),
+             classes=np.asarray(identifier.nb_classes), nextmove=np.frombuffer(identifier.tk_nextmove, dtype=np.uint32),
+             row=np.frombuffer(identifier.tk_row, dtype=np.uint16), output=np.asarray(identifier.tk_output, dtype=np.int64))
+    os.replace(tmp, cache)
 
 
 def has_kana(text: str) -> bool:

@@ -158,6 +158,15 @@ class KeywordIndex:
         if len(self.chunks) > MAX_CHUNKS:
             self._compact()
 
+    def kill(self, rows: np.ndarray) -> None:
+        """Partition rows ``rows`` are replaced or deleted: their postings become tombstones."""
+        rows = np.asarray(rows, dtype=np.int64)
+        old = self.owner[rows]
+        for c in np.unique(old[old >= 0]):
+            self.maps[c][self.owner_row[rows[old == c]]] = -1
+        self.owner[rows] = -1
+        self.lengths[rows] = 0
+
     def keep(self, keep: np.ndarray) -> None:
         """Only partition rows ``keep`` (sorted) stay, renumbered from 0 (a delete)."""
         newpos = np.full(self.n + 1, -1, dtype=np.int64)  # the extra slot maps -1 to -1
@@ -182,7 +191,7 @@ class KeywordIndex:
     def scores(self, text: str, language: str | None = None) -> np.ndarray | None:
         """BM25 of every partition row for ``text`` (its words read in ``language`` when the tenant
         fixed one, else in its detected language); None when no query word occurs in a live row."""
-        n = self.n
+        n = int(np.count_nonzero(self.owner >= 0))  # the live rows: replaced or deleted ones count for nothing
         total = float(self.lengths.sum()) if n else 0.0
         if not n or total <= 0:
             return None
@@ -196,7 +205,7 @@ class KeywordIndex:
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             norm = K1 * ((1 - B) + B * self.lengths[rows] / avgdl)
             if out is None:
-                out = np.zeros(n, dtype=np.float64)
+                out = np.zeros(self.n, dtype=np.float64)
             out[rows] += weight * idf * tfs / (norm + tfs)  # a live row sits in one chunk: no repeats
         return out
 

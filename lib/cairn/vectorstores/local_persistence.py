@@ -2,8 +2,9 @@
 
 One folder per tenant under ``<home>/tenants/<storage name>/``::
 
-    MANIFEST            {"format", "tenant", "dimension", "generation", "segments": [...]}
+    MANIFEST            {"format", "tenant", "dimension", "generation", "segments": [...], "live"}
     seg-0000000007.bin  one committed write: the records it put and the ids it deleted
+    live-0000000007.bits  which rows of the segments are live after commit 7
     .lock               the writers' inter-process lock (flock)
 
 * **A write** (an upsert batch, a delete) takes the partition's exclusive file lock, reads
@@ -24,17 +25,15 @@ One folder per tenant under ``<home>/tenants/<storage name>/``::
 * **Tenant names** map to folder names injectively on case-insensitive file systems
   (:func:`cairn.storage_names.tenant_folder`): ``GLOBEX`` and ``globex`` never share a folder.
 
-A segment file: ``CAIRNSEG1\\n``, an 8-byte little-endian header length, a JSON header
-``{"rows", "dimension", "docs_bytes", "deleted_bytes", "pad"}``, the records as JSON lines
-(without vectors), the deleted ids as a JSON list, ``pad`` zero bytes so the vectors start on a
-64-byte boundary (a memory map numpy hands to BLAS; an unaligned one runs ~50x slower, so
-segments written before the padding are read into memory), then ``rows x dimension`` float32
-unit vectors.
-Beside each segment, ``seg-N.kw`` holds its keyword postings (:mod:`.local_keywords`): derived
-data, rebuilt from the segment when missing (stores written before it existed) or damaged.
+The files of one write (segments, the live mask) are :mod:`.local_segments`. Beside each
+segment, ``seg-N.kw`` holds its keyword postings (:mod:`.local_keywords`): derived data, rebuilt
+from the segment when missing (stores written before it existed) or damaged.
 
-Opening reads no record: the vectors are memory-mapped (copy-on-write) and each record's JSON
-line is parsed when a row is first looked at (:class:`LazyDocs`).
+Opening replays nothing: the segments' rows are laid side by side in commit order (vectors
+memory-mapped, copy-on-write; each record's JSON line parsed when a row is first looked at,
+:class:`LazyDocs`), and the manifest names the live mask its commit saved (``live-N.bits``:
+which rows are their id's latest version). Only a partition without one (written by an older
+cairn, or its mask damaged) replays the segments' ids to work it out, once.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ import json
 import os
 import re
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,42 +52,30 @@ import numpy as np
 
 from ..errors import PartitionUnreadable, VectorStoreError
 from ..storage_names import tenant_folder as storage_name
+from . import local_columns as cols
 from . import local_keywords as kw
+from .local_columns import ColumnChunk
+from .local_segments import (  # noqa: F401  (re-exported: the store's files are one module to callers)
+    WRITE_STEPS,
+    LazyDocs,
+    Segment,
+    fsync_dir,
+    indexed_text,
+    read_live,
+    read_segment,
+    set_fault_hook,
+    size,
+    step,
+    write_live,
+    write_segment,
+)
 
 FORMAT = "cairn-local-2"
 MANIFEST = "MANIFEST"
 LOCK = ".lock"
 LEGACY_DOCS, LEGACY_VECTORS = "records.jsonl", "vectors.npy"
-_MAGIC = b"CAIRNSEG1\n"
-_SEGMENT_RE = re.compile(r"^seg-\d{10}\.(bin|kw)$")
+_SEGMENT_RE = re.compile(r"^(seg-\d{10}\.(bin|kw|col)|live-\d{10}\.bits)$")
 MAX_SEGMENTS = 8  # past this, the newest segments are merged (tiered)
-_ALIGN = 64  # vectors start at a multiple of this in a segment file
-
-WRITE_STEPS = (
-    "locked",             # the exclusive lock is held, nothing written yet
-    "segment_written",    # the new segment's bytes are written, not yet synced
-    "segment_synced",     # the segment is durable; the manifest does not name it yet
-    "manifest_written",   # the new manifest is in its temporary file
-    "manifest_replaced",  # the commit point has passed
-    "committed",          # the folder is synced; the lock is about to be released
-    "compaction_written",   # a merged segment is durable, not yet named by the manifest
-    "compaction_replaced",  # the manifest names the merged segment; old files not yet removed
-    "compaction_cleaned",   # the retired segment files are removed
-)
-
-_fault_hook: Callable[[str], None] | None = None
-
-
-def set_fault_hook(hook: Callable[[str], None] | None) -> None:
-    """Install (or remove) a callable told the name of every write step (for fault injection)."""
-    global _fault_hook
-    _fault_hook = hook
-
-
-def _step(name: str) -> None:
-    if _fault_hook is not None:
-        _fault_hook(name)
-
 
 
 @dataclass(frozen=True)
@@ -109,169 +96,34 @@ class Manifest:
     generation: int = 0
     segments: tuple[SegmentRef, ...] = ()
     legacy: bool = False  # read from records.jsonl + vectors.npy (format 1); no segment yet
+    live: str | None = None  # the live-mask file of this commit (None: work it out from the segments)
+
+    @property
+    def rows(self) -> int:
+        return sum(s.rows for s in self.segments)
 
     def to_json(self) -> bytes:
         body = {
             "format": FORMAT, "tenant": self.tenant, "dimension": self.dimension, "generation": self.generation,
             "segments": [{"file": s.file, "rows": s.rows, "deletes": s.deletes} for s in self.segments],
+            "live": self.live,
         }
         return json.dumps(body, indent=1).encode()
 
 
-class Segment:
-    """One committed write: the records it put (ids, JSON lines, unit vectors) and the ids it deleted.
-
-    Records are parsed from their lines only when asked for (:meth:`doc`), so a compaction moves
-    lines and vectors without parsing or re-encoding a single record.
-    """
-
-    def __init__(
-        self, docs: list[dict[str, Any]], vectors: np.ndarray, deleted: Sequence[str] = (),
-        postings: kw.Postings | None = None,
-    ) -> None:
-        self.ids = [d["id"] for d in docs]
-        self.lines = [json.dumps(d, ensure_ascii=False).encode() for d in docs]
-        self._docs: list[dict[str, Any] | None] = list(docs)
-        self.vectors = vectors
-        self.deleted = list(deleted)
-        self.postings = postings
-
-    @classmethod
-    def from_raw(
-        cls, ids: list[str], lines: list[bytes], vectors: np.ndarray, deleted: Sequence[str],
-        postings: kw.Postings | None = None,
-    ) -> Segment:
-        seg = cls.__new__(cls)
-        seg.ids, seg.lines, seg.vectors, seg.deleted = ids, lines, vectors, list(deleted)
-        seg._docs = [None] * len(ids)
-        seg.postings = postings
-        return seg
-
-    def keyword_postings(self) -> kw.Postings:
-        """This segment's keyword postings (built from its records when not attached yet)."""
-        if self.postings is None:
-            self.postings = kw.Postings.of_texts([indexed_text(self.doc(r)) for r in range(len(self.ids))])
-        return self.postings
-
-    def doc(self, row: int) -> dict[str, Any]:
-        doc = self._docs[row]
-        if doc is None:
-            doc = self._docs[row] = json.loads(self.lines[row])
-        return doc
-
-    @property
-    def docs(self) -> list[dict[str, Any]]:
-        return [self.doc(r) for r in range(len(self.ids))]
-
-
-def indexed_text(doc: Mapping[str, Any]) -> str:
-    """What keyword search reads of a record: title, abstract and text."""
-    return " ".join(filter(None, (doc.get("title"), doc.get("abstract"), doc.get("text"))))
-
-
-class LazyDocs:
-    """Record dumps by row, each parsed from its JSON line the first time it is read."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list[dict[str, Any] | bytes]) -> None:
-        self._items = items
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __getitem__(self, row: int) -> dict[str, Any]:
-        item = self._items[row]
-        if isinstance(item, bytes):
-            item = self._items[row] = json.loads(item)
-        return item
-
-    def __setitem__(self, row: int, doc: dict[str, Any]) -> None:
-        self._items[row] = doc
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (self[r] for r in range(len(self._items)))
-
-    def append(self, doc: dict[str, Any]) -> None:
-        self._items.append(doc)
-
-    def keep(self, rows: Sequence[int]) -> LazyDocs:
-        return LazyDocs([self._items[r] for r in rows])
-
-
 @dataclass
 class Snapshot:
-    """A partition's live rows, as the manifest says: ids, record dumps, a unit-vector matrix and
-    the keyword chunks (each segment's postings, with the partition row of each of its rows)."""
+    """A partition as the manifest says: its segments' rows side by side (ids, record dumps, one
+    vector block per segment), which of them are live, and the keyword chunks (each segment's
+    postings, with the partition row of each of its rows, -1 when dead)."""
 
     manifest: Manifest
     ids: list[str]
     docs: LazyDocs
-    matrix: np.ndarray
+    blocks: list[np.ndarray]
+    live: np.ndarray
     chunks: list[tuple[kw.Postings, np.ndarray]] = field(default_factory=list)
-
-
-def _size(path: Path) -> int:
-    return os.path.getsize(path)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # not possible on every platform; the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_segment(path: Path, seg: Segment, dimension: int) -> None:
-    ids = json.dumps(seg.ids, ensure_ascii=False).encode()
-    docs = b"\n".join(seg.lines)
-    deleted = json.dumps(seg.deleted, ensure_ascii=False).encode()
-    vectors = np.ascontiguousarray(seg.vectors, dtype="<f4").reshape(len(seg.ids), dimension)
-    body = len(_MAGIC) + 8 + len(ids) + len(docs) + len(deleted)
-    for pad in range(_ALIGN):  # the vectors start on a 64-byte boundary: a memory map BLAS can use
-        header = json.dumps({"rows": len(seg.ids), "dimension": dimension, "ids_bytes": len(ids),
-                             "docs_bytes": len(docs), "deleted_bytes": len(deleted), "pad": pad}).encode()
-        if (body + len(header) + pad) % _ALIGN == 0:
-            break
-    with open(path, "wb") as fh:
-        fh.write(_MAGIC + struct.pack("<Q", len(header)) + header + ids + docs + deleted + b"\0" * pad)
-        fh.write(vectors.tobytes())
-        _step("segment_written")
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def read_segment(path: Path, dimension: int) -> Segment:
-    with open(path, "rb") as fh:
-        if fh.read(len(_MAGIC)) != _MAGIC:
-            raise ValueError(f"{path.name} is not a cairn segment")
-        (hlen,) = struct.unpack("<Q", fh.read(8))
-        head = json.loads(fh.read(hlen))
-        rows, dim = int(head["rows"]), int(head["dimension"])
-        if dim != dimension:
-            raise ValueError(f"{path.name} holds {dim}-d vectors, the store holds {dimension}-d")
-        sizes = (head["ids_bytes"], head["docs_bytes"], head["deleted_bytes"])
-        ids_raw, docs_raw, deleted_raw = (fh.read(n) for n in sizes)
-        at = fh.tell() + int(head.get("pad", 0))
-    if [len(ids_raw), len(docs_raw), len(deleted_raw)] != list(sizes) or os.path.getsize(path) != at + 4 * rows * dim:
-        raise ValueError(f"{path.name} is truncated")
-    ids, lines = json.loads(ids_raw), docs_raw.split(b"\n") if rows else []
-    if len(ids) != rows or len(lines) != rows:
-        raise ValueError(f"{path.name} holds {len(ids)} ids and {len(lines)} records, its header says {rows}")
-    # copy-on-write: opening reads no vector; an in-place change stays in this process
-    if not rows:
-        vectors = np.zeros((0, dim), np.float32)
-    elif at % _ALIGN == 0:
-        vectors = np.memmap(path, dtype="<f4", mode="c", offset=at, shape=(rows, dim))
-    else:  # written before the padding: unaligned in a map (numpy would not use BLAS on it), so read it
-        vectors = np.fromfile(path, dtype="<f4", count=rows * dim, offset=at).reshape(rows, dim)
-    return Segment.from_raw(ids, lines, vectors, json.loads(deleted_raw))
+    columns: list[ColumnChunk] = field(default_factory=list)  # one per segment
 
 
 # ---------------------------------------------------------------- one partition's folder
@@ -325,6 +177,7 @@ class PartitionFiles:
             man = Manifest(
                 tenant=str(body["tenant"]), dimension=int(body["dimension"]), generation=int(body["generation"]),
                 segments=tuple(SegmentRef(str(s["file"]), int(s["rows"]), int(s["deletes"])) for s in body["segments"]),
+                live=str(body["live"]) if body.get("live") else None,
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise self.unreadable(f"{MANIFEST}: {exc}") from exc
@@ -362,8 +215,12 @@ class PartitionFiles:
                 if attempt == attempts - 1:
                     raise
                 continue
-            return replay(man, segments, self.dimension)
+            return replay(man, segments, self.dimension, self.read_live(man))
         return None  # pragma: no cover
+
+    def read_live(self, man: Manifest) -> np.ndarray | None:
+        """The live mask ``man``'s commit saved, if it is there and whole."""
+        return read_live(self.dir / man.live, man.rows) if man.live else None
 
     def read_segments(self, refs: Sequence[SegmentRef]) -> list[Segment]:
         out = []
@@ -379,11 +236,17 @@ class PartitionFiles:
 
     def _with_postings(self, seg: Segment, path: Path) -> Segment:
         """Attach the segment's saved keyword postings; rebuild and save them when missing."""
-        seg.postings = kw.load(kw.sidecar(path), len(seg.ids), _size(path))
+        seg.postings = kw.load(kw.sidecar(path), len(seg.ids), size(path))
         if seg.postings is None:
             try:
-                kw.save(kw.sidecar(path), seg.keyword_postings(), _size(path))
+                kw.save(kw.sidecar(path), seg.keyword_postings(), size(path))
             except OSError:  # a read-only home: keep them in memory
+                pass
+        seg.columns = cols.load(cols.sidecar(path), len(seg.ids), size(path), lambda: ColumnChunk.of_docs(seg.docs))
+        if seg.columns is None:
+            try:
+                cols.save(cols.sidecar(path), seg.column_chunk(), size(path))
+            except OSError:
                 pass
         return seg
 
@@ -417,7 +280,7 @@ class PartitionFiles:
         self._lock_depth += 1
         try:
             if self._lock_depth == 1:
-                _step("locked")
+                step("locked")
             yield
         finally:
             self._lock_depth -= 1
@@ -426,8 +289,9 @@ class PartitionFiles:
                 _unlock_file(fd)
                 os.close(fd)
 
-    def commit(self, base: Manifest | None, seg: Segment) -> Manifest:
-        """Append ``seg`` after ``base`` (the manifest read under the lock). Caller holds the lock."""
+    def commit(self, base: Manifest | None, seg: Segment, live: np.ndarray | None = None) -> Manifest:
+        """Append ``seg`` after ``base`` (the manifest read under the lock), with the partition's
+        live mask after it (``live``, over every row of the segments, this one's last). Caller holds the lock."""
         assert self._lock_depth > 0, "commit needs the partition lock"
         segments: tuple[SegmentRef, ...] = ()
         generation = 0
@@ -438,9 +302,10 @@ class PartitionFiles:
         elif base is not None:
             segments, generation = base.segments, base.generation
         generation += 1
-        man = Manifest(self.tenant, self.dimension, generation, segments + (self._write(generation, seg),))
+        segments += (self._write(generation, seg),)
+        man = Manifest(self.tenant, self.dimension, generation, segments, live=self._write_live(generation, segments, live))
         self._replace_manifest(man, "manifest_written", "manifest_replaced")
-        _step("committed")
+        step("committed")
         if base is not None and base.legacy:
             for name in (LEGACY_DOCS, LEGACY_VECTORS):
                 (self.dir / name).unlink(missing_ok=True)
@@ -449,11 +314,21 @@ class PartitionFiles:
     def _write(self, generation: int, seg: Segment) -> SegmentRef:
         name = f"seg-{generation:010d}.bin"
         kw.sidecar(self.dir / name).unlink(missing_ok=True)  # a killed writer's, for another segment
+        cols.sidecar(self.dir / name).unlink(missing_ok=True)
         write_segment(self.dir / name, seg, self.dimension)
-        _fsync_dir(self.dir)
-        _step("segment_synced")
-        kw.save(kw.sidecar(self.dir / name), seg.keyword_postings(), _size(self.dir / name))
+        fsync_dir(self.dir)
+        step("segment_synced")
+        kw.save(kw.sidecar(self.dir / name), seg.keyword_postings(), size(self.dir / name))
+        cols.save(cols.sidecar(self.dir / name), seg.column_chunk(), size(self.dir / name))
         return SegmentRef(name, len(seg.ids), len(seg.deleted))
+
+    def _write_live(self, generation: int, segments: Sequence[SegmentRef], live: np.ndarray | None) -> str | None:
+        """Save the live mask of the commit ``generation`` (None when unknown or not covering ``segments``)."""
+        if live is None or len(live) != sum(s.rows for s in segments):
+            return None
+        name = f"live-{generation:010d}.bits"
+        write_live(self.dir / name, live)
+        return name
 
     def _replace_manifest(self, man: Manifest, written: str, replaced: str) -> None:
         tmp = self.dir / f"{MANIFEST}.{os.getpid()}.tmp"
@@ -461,29 +336,36 @@ class PartitionFiles:
             fh.write(man.to_json())
             fh.flush()
             os.fsync(fh.fileno())
-        _step(written)
+        step(written)
         os.replace(tmp, self.manifest_path)
-        _step(replaced)
-        _fsync_dir(self.dir)
+        step(replaced)
+        fsync_dir(self.dir)
 
     def compact_if_needed(self, man: Manifest, max_segments: int | None = None) -> Manifest:
-        """Merge the newest segments when there are too many (tiered). Caller holds the lock."""
+        """Merge the newest segments when there are too many (tiered). Caller holds the lock.
+        The merged segment holds the live rows of the segments it replaces, in order, so the
+        live mask is the older segments' part of ``man``'s, then ones."""
         start = merge_start(man.segments, MAX_SEGMENTS if max_segments is None else max_segments)
         if start is None:
             return man
         merged = merge(self.read_segments(man.segments[start:]), full=start == 0, dimension=self.dimension)
         generation = man.generation + 1
         ref = self._write(generation, merged)
-        _step("compaction_written")
-        new = Manifest(self.tenant, self.dimension, generation, man.segments[:start] + (ref,))
+        step("compaction_written")
+        segments = man.segments[:start] + (ref,)
+        old = self.read_live(man)
+        kept = sum(s.rows for s in man.segments[:start])
+        live = None if old is None else np.concatenate([old[:kept], np.ones(ref.rows, dtype=bool)])
+        new = Manifest(self.tenant, self.dimension, generation, segments, live=self._write_live(generation, segments, live))
         self._replace_manifest(new, "manifest_written", "compaction_replaced")
         self.remove_orphans(new)
-        _step("compaction_cleaned")
+        step("compaction_cleaned")
         return new
 
     def remove_orphans(self, man: Manifest) -> None:
         """Remove segment files the manifest does not name (retired, or left by a killed writer)."""
-        keep = {s.file for s in man.segments} | {kw.sidecar(Path(s.file)).name for s in man.segments}
+        keep = {s.file for s in man.segments} | {man.live}
+        keep |= {side(Path(s.file)).name for s in man.segments for side in (kw.sidecar, cols.sidecar)}
         for path in self.dir.iterdir():
             if (_SEGMENT_RE.match(path.name) and path.name not in keep) or path.name.endswith(".tmp"):
                 path.unlink(missing_ok=True)
@@ -533,24 +415,47 @@ def _new_rows(segments: Sequence[Segment], where: dict[str, tuple[int, int]]) ->
     return out
 
 
-def replay(man: Manifest, segments: Sequence[Segment], dimension: int) -> Snapshot:
-    """The live rows after applying ``segments`` in order (no record is parsed)."""
+def live_mask(segments: Sequence[Segment]) -> np.ndarray:
+    """Which rows of ``segments`` laid side by side are live, worked out from their ids (the slow
+    way: only for a partition whose commit saved no mask)."""
+    offsets = np.cumsum([0] + [len(seg.ids) for seg in segments])
+    live = np.zeros(int(offsets[-1]), dtype=bool)
     where = _live(segments)
-    docs = LazyDocs([segments[s]._docs[r] or segments[s].lines[r] for s, r in where.values()])
-    matrix = _gather(segments, where, dimension).reshape(len(where), dimension)
-    chunks = [(seg.keyword_postings(), m) for seg, m in zip(segments, _new_rows(segments, where), strict=True) if len(seg.ids)]
-    return Snapshot(man, list(where), docs, matrix, chunks)
+    if where:
+        live[np.fromiter((offsets[s] + r for s, r in where.values()), dtype=np.int64, count=len(where))] = True
+    return live
+
+
+def replay(man: Manifest, segments: Sequence[Segment], dimension: int, live: np.ndarray | None = None) -> Snapshot:
+    """The partition ``segments`` make, side by side (no record is parsed, no vector read), with
+    ``live`` (the mask the commit saved) or, without it, the mask worked out from the ids."""
+    ids: list[str] = []
+    items: list[dict[str, Any] | bytes] = []
+    for seg in segments:
+        ids.extend(seg.ids)
+        items.extend(seg.lines if not any(seg._docs) else [d or line for d, line in zip(seg._docs, seg.lines, strict=True)])
+    if live is None or len(live) != len(ids):
+        live = live_mask(segments)
+    chunks, at = [], 0
+    for seg in segments:
+        rows = np.arange(at, at + len(seg.ids), dtype=np.int64)
+        if len(rows):
+            chunks.append((seg.keyword_postings(), np.where(live[at : at + len(rows)], rows, -1)))
+        at += len(rows)
+    blocks = [seg.vectors.reshape(len(seg.ids), dimension) for seg in segments]
+    return Snapshot(man, ids, LazyDocs(items), blocks, live, chunks, [seg.column_chunk() for seg in segments])
 
 
 def merge(segments: Sequence[Segment], *, full: bool, dimension: int) -> Segment:
     """One segment equivalent to ``segments`` applied in order; ``full`` drops its tombstones.
-    Records are moved as their stored lines, never parsed; keyword postings are merged."""
+    Records are moved as their stored lines, never parsed; keyword postings and columns are merged."""
     where = _live(segments)
     deleted = [] if full else sorted({i for seg in segments for i in seg.deleted} - where.keys())
     lines = [segments[s].lines[r] for s, r in where.values()]
     maps = _new_rows(segments, where)
     postings = kw.merge([(seg.keyword_postings(), m) for seg, m in zip(segments, maps, strict=True)], len(where))
-    return Segment.from_raw(list(where), lines, _gather(segments, where, dimension), deleted, postings)
+    columns = ColumnChunk.merged([(seg.column_chunk(), m) for seg, m in zip(segments, maps, strict=True)], len(where))
+    return Segment.from_raw(list(where), lines, _gather(segments, where, dimension), deleted, postings, columns)
 
 
 def merge_start(refs: Sequence[SegmentRef], max_segments: int) -> int | None:
@@ -600,8 +505,16 @@ except ImportError:  # pragma: no cover - Windows
 
 class PartitionLike(Protocol):
     ids: list[str]
+    live: np.ndarray
 
-    def put(self, docs: list[dict[str, Any]], unit_vectors: np.ndarray, postings: kw.Postings | None = None) -> None: ...
+    def put(self, docs: list[dict[str, Any]], unit_vectors: np.ndarray, postings: kw.Postings | None = None,
+            columns: ColumnChunk | None = None) -> None: ...
+
+    def append(self, docs: Sequence[dict[str, Any] | bytes], unit_vectors: np.ndarray,
+               postings: kw.Postings | None = None, ids: list[str] | None = None,
+               columns: ColumnChunk | None = None) -> None: ...
+
+    def adopt_live(self, live: np.ndarray) -> None: ...
 
     def delete(self, ids: list[str]) -> int: ...
 
@@ -663,14 +576,18 @@ class DiskPartitions(Generic[P]):
                 committed: list[Manifest] = []
 
                 def commit(seg: Segment) -> None:
-                    seen = self._seen.get(tenant)
-                    committed.append(files.commit(seen[1] if seen else None, seg))
+                    seen, part = self._seen.get(tenant), parts.get(tenant)
+                    live = part.live if part is not None else None  # the partition after this write
+                    committed.append(files.commit(seen[1] if seen else None, seg, live))
                     self._seen[tenant] = (files.signature(), committed[-1])
 
                 yield commit
                 if committed:
-                    self._seen[tenant] = (None, files.compact_if_needed(committed[-1]))
-                    self._seen[tenant] = (files.signature(), self._seen[tenant][1])
+                    compacted = files.compact_if_needed(committed[-1])
+                    if compacted is not committed[-1]:  # its rows moved: opened again (cheap) when next read
+                        self.forget(tenant, parts)
+                    else:
+                        self._seen[tenant] = (files.signature(), compacted)
             except BaseException:
                 self.forget(tenant, parts)
                 raise
@@ -693,14 +610,26 @@ class DiskPartitions(Generic[P]):
                 segments = files.read_segments(man.segments[len(old.segments):])  # type: ignore[union-attr]
             except FileNotFoundError:  # compacted meanwhile: load it whole
                 return self._load(tenant, files, sig, parts)
-            for seg in segments:
-                if seg.deleted:
-                    part.delete(seg.deleted)  # type: ignore[union-attr]
-                if seg.ids:
-                    part.put(seg.docs, seg.vectors, seg.keyword_postings())  # type: ignore[union-attr]
+            self._apply(part, segments, files.read_live(man))  # type: ignore[arg-type]
         else:
             return self._load(tenant, files, sig, parts)
         self._seen[tenant] = (sig, man)
+
+    @staticmethod
+    def _apply(part: P, segments: Sequence[Segment], live: np.ndarray | None) -> None:
+        """Bring ``part`` up to ``segments`` committed after what it holds: their rows appended as
+        they are, then the commit's live mask; without one (an older writer), record by record."""
+        if live is not None and len(live) == len(part.ids) + sum(len(seg.ids) for seg in segments):
+            for seg in segments:
+                if seg.ids:
+                    part.append(seg.raw_docs(), seg.vectors, seg.keyword_postings(), list(seg.ids), seg.column_chunk())
+            part.adopt_live(live)
+            return
+        for seg in segments:
+            if seg.deleted:
+                part.delete(seg.deleted)
+            if seg.ids:
+                part.put(seg.docs, seg.vectors, seg.keyword_postings(), seg.column_chunk())
 
     def _load(self, tenant: str, files: PartitionFiles, sig: tuple[int, ...] | None, parts: dict[str, P]) -> None:
         try:

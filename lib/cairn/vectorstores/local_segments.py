@@ -1,0 +1,250 @@
+"""The embedded store's files for one committed write: a segment, and the partition's live mask.
+
+A segment file: ``CAIRNSEG1\\n``, an 8-byte little-endian header length, a JSON header
+``{"rows", "dimension", "ids_bytes", "docs_bytes", "deleted_bytes", "pad"}``, the ids as a JSON
+list, the records as JSON lines (without vectors), the deleted ids as a JSON list, ``pad`` zero
+bytes so the vectors start on a 64-byte boundary (a memory map numpy hands to BLAS; an unaligned
+one runs ~50x slower, so segments written before the padding are read into memory), then
+``rows x dimension`` float32 unit vectors.
+
+A live-mask file (``live-N.bits``, named by the manifest of generation N): ``CAIRNLIVE1\\n``, a
+JSON header line ``{"rows", "live"}``, then one bit per row of the partition's segments laid side
+by side (1: the row is its id's latest version and not deleted). It is what lets a process open a
+partition without replaying every segment's ids: derived data, validated on read, and recomputed
+from the segments when missing or damaged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import local_keywords as kw
+from .local_columns import ColumnChunk
+
+_MAGIC = b"CAIRNSEG1\n"
+_LIVE_MAGIC = b"CAIRNLIVE1\n"
+_ALIGN = 64  # vectors start at a multiple of this in a segment file
+
+WRITE_STEPS = (
+    "locked",             # the exclusive lock is held, nothing written yet
+    "segment_written",    # the new segment's bytes are written, not yet synced
+    "segment_synced",     # the segment is durable; the manifest does not name it yet
+    "manifest_written",   # the new manifest is in its temporary file
+    "manifest_replaced",  # the commit point has passed
+    "committed",          # the folder is synced; the lock is about to be released
+    "compaction_written",   # a merged segment is durable, not yet named by the manifest
+    "compaction_replaced",  # the manifest names the merged segment; old files not yet removed
+    "compaction_cleaned",   # the retired segment files are removed
+)
+
+_fault_hook: Callable[[str], None] | None = None
+
+
+def set_fault_hook(hook: Callable[[str], None] | None) -> None:
+    """Install (or remove) a callable told the name of every write step (for fault injection)."""
+    global _fault_hook
+    _fault_hook = hook
+
+
+def step(name: str) -> None:
+    if _fault_hook is not None:
+        _fault_hook(name)
+
+
+
+
+class Segment:
+    """One committed write: the records it put (ids, JSON lines, unit vectors) and the ids it deleted.
+
+    Records are parsed from their lines only when asked for (:meth:`doc`), so a compaction moves
+    lines and vectors without parsing or re-encoding a single record.
+    """
+
+    def __init__(
+        self, docs: list[dict[str, Any]], vectors: np.ndarray, deleted: Sequence[str] = (),
+        postings: kw.Postings | None = None, columns: ColumnChunk | None = None,
+    ) -> None:
+        self.ids = [d["id"] for d in docs]
+        self.lines = [json.dumps(d, ensure_ascii=False).encode() for d in docs]
+        self._docs: list[dict[str, Any] | None] = list(docs)
+        self.vectors = vectors
+        self.deleted = list(deleted)
+        self.postings = postings
+        self.columns = columns
+
+    @classmethod
+    def from_raw(
+        cls, ids: list[str], lines: list[bytes], vectors: np.ndarray, deleted: Sequence[str],
+        postings: kw.Postings | None = None, columns: ColumnChunk | None = None,
+    ) -> Segment:
+        seg = cls.__new__(cls)
+        seg.ids, seg.lines, seg.vectors, seg.deleted = ids, lines, vectors, list(deleted)
+        seg._docs = [None] * len(ids)
+        seg.postings, seg.columns = postings, columns
+        return seg
+
+    def column_chunk(self) -> ColumnChunk:
+        """This segment's filter columns (built from its records when not attached yet)."""
+        if self.columns is None:
+            self.columns = ColumnChunk.of_docs(self.docs)
+        return self.columns
+
+    def raw_docs(self) -> list[dict[str, Any] | bytes]:
+        """Each row as held: its parsed dump, or its JSON line when not read yet."""
+        return [d or line for d, line in zip(self._docs, self.lines, strict=True)]
+
+    def keyword_postings(self) -> kw.Postings:
+        """This segment's keyword postings (built from its records when not attached yet)."""
+        if self.postings is None:
+            self.postings = kw.Postings.of_texts([indexed_text(self.doc(r)) for r in range(len(self.ids))])
+        return self.postings
+
+    def doc(self, row: int) -> dict[str, Any]:
+        doc = self._docs[row]
+        if doc is None:
+            doc = self._docs[row] = json.loads(self.lines[row])
+        return doc
+
+    @property
+    def docs(self) -> list[dict[str, Any]]:
+        return [self.doc(r) for r in range(len(self.ids))]
+
+
+def indexed_text(doc: Mapping[str, Any]) -> str:
+    """What keyword search reads of a record: title, abstract and text."""
+    return " ".join(filter(None, (doc.get("title"), doc.get("abstract"), doc.get("text"))))
+
+
+class LazyDocs:
+    """Record dumps by row, each parsed from its JSON line the first time it is read."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[dict[str, Any] | bytes]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, row: int) -> dict[str, Any]:
+        item = self._items[row]
+        if isinstance(item, bytes):
+            item = self._items[row] = json.loads(item)
+        return item
+
+    def __setitem__(self, row: int, doc: dict[str, Any]) -> None:
+        self._items[row] = doc
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self[r] for r in range(len(self._items)))
+
+    def append(self, doc: dict[str, Any]) -> None:
+        self._items.append(doc)
+
+    def extend(self, docs: Sequence[dict[str, Any] | bytes]) -> None:
+        self._items.extend(docs)
+
+    def raw(self, row: int) -> dict[str, Any] | bytes:
+        """Row ``row`` as held: its parsed dump, or its JSON line when not read yet."""
+        return self._items[row]
+
+    def keep(self, rows: Sequence[int]) -> LazyDocs:
+        return LazyDocs([self._items[r] for r in rows])
+
+
+def size(path: Path) -> int:
+    return os.path.getsize(path)
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # not possible on every platform; the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_segment(path: Path, seg: Segment, dimension: int) -> None:
+    ids = json.dumps(seg.ids, ensure_ascii=False).encode()
+    docs = b"\n".join(seg.lines)
+    deleted = json.dumps(seg.deleted, ensure_ascii=False).encode()
+    vectors = np.ascontiguousarray(seg.vectors, dtype="<f4").reshape(len(seg.ids), dimension)
+    body = len(_MAGIC) + 8 + len(ids) + len(docs) + len(deleted)
+    for pad in range(_ALIGN):  # the vectors start on a 64-byte boundary: a memory map BLAS can use
+        header = json.dumps({"rows": len(seg.ids), "dimension": dimension, "ids_bytes": len(ids),
+                             "docs_bytes": len(docs), "deleted_bytes": len(deleted), "pad": pad}).encode()
+        if (body + len(header) + pad) % _ALIGN == 0:
+            break
+    with open(path, "wb") as fh:
+        fh.write(_MAGIC + struct.pack("<Q", len(header)) + header + ids + docs + deleted + b"\0" * pad)
+        fh.write(vectors.tobytes())
+        step("segment_written")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_segment(path: Path, dimension: int) -> Segment:
+    with open(path, "rb") as fh:
+        if fh.read(len(_MAGIC)) != _MAGIC:
+            raise ValueError(f"{path.name} is not a cairn segment")
+        (hlen,) = struct.unpack("<Q", fh.read(8))
+        head = json.loads(fh.read(hlen))
+        rows, dim = int(head["rows"]), int(head["dimension"])
+        if dim != dimension:
+            raise ValueError(f"{path.name} holds {dim}-d vectors, the store holds {dimension}-d")
+        sizes = (head["ids_bytes"], head["docs_bytes"], head["deleted_bytes"])
+        ids_raw, docs_raw, deleted_raw = (fh.read(n) for n in sizes)
+        at = fh.tell() + int(head.get("pad", 0))
+    if [len(ids_raw), len(docs_raw), len(deleted_raw)] != list(sizes) or os.path.getsize(path) != at + 4 * rows * dim:
+        raise ValueError(f"{path.name} is truncated")
+    ids, lines = json.loads(ids_raw), docs_raw.split(b"\n") if rows else []
+    if len(ids) != rows or len(lines) != rows:
+        raise ValueError(f"{path.name} holds {len(ids)} ids and {len(lines)} records, its header says {rows}")
+    # copy-on-write: opening reads no vector; an in-place change stays in this process
+    if not rows:
+        vectors = np.zeros((0, dim), np.float32)
+    elif at % _ALIGN == 0:
+        vectors = np.memmap(path, dtype="<f4", mode="c", offset=at, shape=(rows, dim))
+    else:  # written before the padding: unaligned in a map (numpy would not use BLAS on it), so read it
+        vectors = np.fromfile(path, dtype="<f4", count=rows * dim, offset=at).reshape(rows, dim)
+    return Segment.from_raw(ids, lines, vectors, json.loads(deleted_raw))
+
+
+def write_live(path: Path, live: np.ndarray) -> None:
+    """Save a partition's live mask at ``path`` (a temporary file, then a rename)."""
+    head = json.dumps({"rows": int(len(live)), "live": int(np.count_nonzero(live))}).encode() + b"\n"
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(_LIVE_MAGIC + head + np.packbits(live).tobytes())
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_live(path: Path, rows: int) -> np.ndarray | None:
+    """The live mask saved at ``path`` if it is whole and covers ``rows`` rows; else None."""
+    try:
+        raw = path.read_bytes()
+        if not raw.startswith(_LIVE_MAGIC):
+            return None
+        end = raw.index(b"\n", len(_LIVE_MAGIC))
+        head = json.loads(raw[len(_LIVE_MAGIC) : end])
+        bits = np.frombuffer(raw, dtype=np.uint8, offset=end + 1)
+        if int(head["rows"]) != rows or len(bits) != (rows + 7) // 8:
+            return None
+        live = np.unpackbits(bits, count=rows).astype(bool)
+        return live if int(np.count_nonzero(live)) == int(head["live"]) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
