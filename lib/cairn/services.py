@@ -202,11 +202,16 @@ class Services:
         """Step Functions: one try (a throttle answers 503 and the caller retries), and a read
         timeout (``workflow_timeout_s``, 27 s) just longer than the workflow's own (25 s), inside the
         API function's 29 s."""
-        boto3 = require("boto3", extra="aws", feature="the Step Functions workflow")
-        from botocore.config import Config
+        timeout = self.settings.workflow_timeout_s
 
-        config = Config(connect_timeout=2, read_timeout=self.settings.workflow_timeout_s, retries={"max_attempts": 1, "mode": "standard"})
-        return boto3.client("stepfunctions", config=config)
+        def make() -> Any:
+            boto3 = require("boto3", extra="aws", feature="the Step Functions workflow")
+            from botocore.config import Config
+
+            config = Config(connect_timeout=2, read_timeout=timeout, retries={"max_attempts": 1, "mode": "standard"})
+            return boto3.client("stepfunctions", config=config)
+
+        return _OnFirstUse(make)  # made on first use, as s3
 
     @cached_property
     def s3(self) -> Any:

@@ -98,3 +98,22 @@ def test_tenant_languages_come_from_the_environment():
         load_settings({"CAIRN_TENANT_LANGUAGES": "acme"})
     with pytest.raises(ConfigError, match="tenant 'acme'"):
         load_settings({"CAIRN_TENANT_LANGUAGES": "acme=xx"})
+
+
+@pytest.mark.parametrize("code", ["en", "de", "fr", "es", "ru", "nl", "sv", "da", "fi", "other"])
+def test_words_are_the_tokens_bm25s_gives_without_importing_it(code):
+    from cairn.text import analyze
+    from cairn.text.languages import LANGUAGES
+
+    import bm25s
+
+    texts = ["The flows were flowing; a flow of 3 ISSUES, x-ray’s A/B tests and naïve cafés!", "Die Häuser standen am Flußufer",
+             "Les maisons étaient près de la rivière", "Дома стояли у реки, и мы шли домой", "", "a b c", "Ölçüm 12 kg über"]
+    lang = LANGUAGES.get(code)
+    if code in analyze._BM25S_STOP:
+        stop = code
+    else:
+        stop = sorted(analyze.stop_words(code)) if lang else []
+    stemmer = analyze._stemmer(lang.stemmer).stemWords if lang and lang.stemmer else None
+    expected = bm25s.tokenize(texts, stopwords=stop, stemmer=stemmer, return_ids=False, show_progress=False)
+    assert analyze._alphabetic(texts, code) == expected

@@ -15,8 +15,11 @@ English stemmer): the same tokens, so English figures do not move.
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from ..errors import require
@@ -41,18 +44,45 @@ def _stemmer(algorithm: str) -> Any:
     return require("Stemmer", extra="local", feature="keyword search").Stemmer(algorithm)
 
 
+_WORD = re.compile(r"(?u)\b\w\w+\b")  # bm25s's token pattern: words of two characters or more
+_BM25S_LISTS = {"en": "STOPWORDS_EN", "de": "STOPWORDS_GERMAN", "nl": "STOPWORDS_DUTCH", "fr": "STOPWORDS_FRENCH",
+                "es": "STOPWORDS_SPANISH", "pt": "STOPWORDS_PORTUGUESE", "it": "STOPWORDS_ITALIAN",
+                "ru": "STOPWORDS_RUSSIAN", "sv": "STOPWORDS_SWEDISH", "no": "STOPWORDS_NORWEGIAN", "da": "STOPWORDS_DANISH"}
+
+
+@lru_cache(maxsize=32)
+def _bm25s_stop_words(code: str) -> frozenset[str]:
+    """bm25s's stop words for ``code`` (NLTK's lists), read from its ``stopwords`` module alone:
+    importing the package imports scipy.sparse (~0.4 s per process), which splitting words never uses."""
+    spec = importlib.util.find_spec("bm25s")
+    if spec is None or spec.origin is None:
+        bm25s()  # not installed: the install hint
+    try:
+        path = Path(spec.origin).parent / "stopwords.py"  # type: ignore[union-attr, arg-type]
+        module_spec = importlib.util.spec_from_file_location("cairn._bm25s_stopwords", path)
+        module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
+        module_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return frozenset(getattr(module, _BM25S_LISTS[code]))
+    except (OSError, AttributeError, ImportError, SyntaxError):  # another layout: from the package
+        return frozenset(getattr(bm25s().stopwords, _BM25S_LISTS[code]))
+
+
 def _alphabetic(texts: list[str], code: str) -> list[list[str]]:
-    """bm25s words of ``texts``, with the stop words and stems of language ``code``."""
+    """Words of ``texts`` as bm25s splits them (lower-cased, two characters or more), with the stop
+    words and stems of language ``code``: the tokens ``bm25s.tokenize`` gives, without importing it."""
     if not texts:
         return []
     lang = LANGUAGES.get(code)
     if code in _BM25S_STOP:
-        stop: Any = code  # bm25s's own list (NLTK's, the Snowball stemmers' companions); English as always
+        stop = _bm25s_stop_words(code)  # bm25s's own list (NLTK's, the Snowball stemmers' companions); English as always
     else:
-        stop = sorted(stop_words(code)) if lang else []
-    stemmer = _stemmer(lang.stemmer).stemWords if lang and lang.stemmer else None
-    return bm25s().tokenize(texts, stopwords=stop, stemmer=stemmer, return_ids=False,
-                            show_progress=False)
+        stop = frozenset(stop_words(code)) if lang else frozenset()
+    stem = _stemmer(lang.stemmer).stemWords if lang and lang.stemmer else None
+    out = []
+    for text in texts:
+        words = [w for w in _WORD.findall(text.lower()) if w not in stop]
+        out.append(stem(words) if stem is not None and words else words)
+    return out
 
 
 def _mixed(text: str, cjk: str, rest: str) -> list[str]:

@@ -430,10 +430,10 @@ def replay(man: Manifest, segments: Sequence[Segment], dimension: int, live: np.
     """The partition ``segments`` make, side by side (no record is parsed, no vector read), with
     ``live`` (the mask the commit saved) or, without it, the mask worked out from the ids."""
     ids: list[str] = []
-    items: list[dict[str, Any] | bytes] = []
+    docs = LazyDocs()
     for seg in segments:
         ids.extend(seg.ids)
-        items.extend(seg.lines if not any(seg._docs) else [d or line for d, line in zip(seg._docs, seg.lines, strict=True)])
+        docs.extend(seg.lines if not any(seg._docs) else seg.raw_docs())
     if live is None or len(live) != len(ids):
         live = live_mask(segments)
     chunks, at = [], 0
@@ -443,7 +443,7 @@ def replay(man: Manifest, segments: Sequence[Segment], dimension: int, live: np.
             chunks.append((seg.keyword_postings(), np.where(live[at : at + len(rows)], rows, -1)))
         at += len(rows)
     blocks = [seg.vectors.reshape(len(seg.ids), dimension) for seg in segments]
-    return Snapshot(man, ids, LazyDocs(items), blocks, live, chunks, [seg.column_chunk() for seg in segments])
+    return Snapshot(man, ids, docs, blocks, live, chunks, [seg.column_chunk() for seg in segments])
 
 
 def merge(segments: Sequence[Segment], *, full: bool, dimension: int) -> Segment:

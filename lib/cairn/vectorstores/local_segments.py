@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ class Segment:
 
     @classmethod
     def from_raw(
-        cls, ids: list[str], lines: list[bytes], vectors: np.ndarray, deleted: Sequence[str],
+        cls, ids: list[str], lines: Sequence[bytes], vectors: np.ndarray, deleted: Sequence[str],
         postings: kw.Postings | None = None, columns: ColumnChunk | None = None,
     ) -> Segment:
         seg = cls.__new__(cls)
@@ -122,41 +123,86 @@ def indexed_text(doc: Mapping[str, Any]) -> str:
     return " ".join(filter(None, (doc.get("title"), doc.get("abstract"), doc.get("text"))))
 
 
-class LazyDocs:
-    """Record dumps by row, each parsed from its JSON line the first time it is read."""
+class Lines(Sequence[bytes]):
+    """A segment's records as its JSON lines, cut from the segment's bytes when first indexed (a
+    numpy scan for the newlines: no object per record at open)."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("buf", "n", "_starts", "_ends")
 
-    def __init__(self, items: list[dict[str, Any] | bytes]) -> None:
-        self._items = items
+    def __init__(self, buf: bytes, n: int) -> None:
+        self.buf, self.n = buf, n
+        self._starts: np.ndarray | None = None
+        self._ends: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self._items)
+        return self.n
 
-    def __getitem__(self, row: int) -> dict[str, Any]:
-        item = self._items[row]
-        if isinstance(item, bytes):
-            item = self._items[row] = json.loads(item)
-        return item
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._starts is None or self._ends is None:
+            newlines = np.flatnonzero(np.frombuffer(self.buf, dtype=np.uint8) == 10)  # JSON escapes every newline
+            if len(newlines) != max(self.n - 1, 0):
+                raise ValueError(f"{len(newlines) + 1} record lines where the header says {self.n}")
+            self._starts = np.concatenate([[0], newlines + 1]).astype(np.int64)
+            self._ends = np.concatenate([newlines, [len(self.buf)]]).astype(np.int64)
+        return self._starts, self._ends
 
-    def __setitem__(self, row: int, doc: dict[str, Any]) -> None:
-        self._items[row] = doc
+    def __getitem__(self, row):  # type: ignore[no-untyped-def, override]
+        starts, ends = self._bounds()
+        if isinstance(row, slice):
+            return [self.buf[starts[r] : ends[r]] for r in range(*row.indices(self.n))]
+        return self.buf[starts[row] : ends[row]]
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (self[r] for r in range(len(self._items)))
+    def joined(self) -> bytes:
+        return self.buf
 
-    def append(self, doc: dict[str, Any]) -> None:
-        self._items.append(doc)
 
-    def extend(self, docs: Sequence[dict[str, Any] | bytes]) -> None:
-        self._items.extend(docs)
+class LazyDocs:
+    """Record dumps by row, each parsed from its JSON line the first time it is read. Rows come in
+    chunks (a segment's :class:`Lines`, a write's dumps), appended, never copied."""
+
+    __slots__ = ("_chunks", "_starts", "_parsed")
+
+    def __init__(self, items: Sequence[dict[str, Any] | bytes] = ()) -> None:
+        self._chunks: list[Sequence[dict[str, Any] | bytes]] = []
+        self._starts = [0]
+        self._parsed: dict[int, dict[str, Any]] = {}
+        self.extend(items)
+
+    def __len__(self) -> int:
+        return self._starts[-1]
 
     def raw(self, row: int) -> dict[str, Any] | bytes:
         """Row ``row`` as held: its parsed dump, or its JSON line when not read yet."""
-        return self._items[row]
+        doc = self._parsed.get(row)
+        if doc is not None:
+            return doc
+        c = bisect_right(self._starts, row) - 1
+        if not 0 <= row < self._starts[-1]:
+            raise IndexError(row)
+        return self._chunks[c][row - self._starts[c]]
+
+    def __getitem__(self, row: int) -> dict[str, Any]:
+        item = self.raw(row)
+        if isinstance(item, (bytes, bytearray)):
+            item = self._parsed[row] = json.loads(item)
+        return item  # type: ignore[return-value]
+
+    def __setitem__(self, row: int, doc: dict[str, Any]) -> None:
+        self._parsed[row] = doc
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self[r] for r in range(len(self)))
+
+    def append(self, doc: dict[str, Any]) -> None:
+        self.extend([doc])
+
+    def extend(self, docs: Sequence[dict[str, Any] | bytes]) -> None:
+        if len(docs):
+            self._chunks.append(docs)
+            self._starts.append(self._starts[-1] + len(docs))
 
     def keep(self, rows: Sequence[int]) -> LazyDocs:
-        return LazyDocs([self._items[r] for r in rows])
+        return LazyDocs([self.raw(r) for r in rows])
 
 
 def size(path: Path) -> int:
@@ -178,7 +224,7 @@ def fsync_dir(path: Path) -> None:
 
 def write_segment(path: Path, seg: Segment, dimension: int) -> None:
     ids = json.dumps(seg.ids, ensure_ascii=False).encode()
-    docs = b"\n".join(seg.lines)
+    docs = seg.lines.joined() if isinstance(seg.lines, Lines) else b"\n".join(seg.lines)
     deleted = json.dumps(seg.deleted, ensure_ascii=False).encode()
     vectors = np.ascontiguousarray(seg.vectors, dtype="<f4").reshape(len(seg.ids), dimension)
     body = len(_MAGIC) + 8 + len(ids) + len(docs) + len(deleted)
@@ -209,9 +255,10 @@ def read_segment(path: Path, dimension: int) -> Segment:
         at = fh.tell() + int(head.get("pad", 0))
     if [len(ids_raw), len(docs_raw), len(deleted_raw)] != list(sizes) or os.path.getsize(path) != at + 4 * rows * dim:
         raise ValueError(f"{path.name} is truncated")
-    ids, lines = json.loads(ids_raw), docs_raw.split(b"\n") if rows else []
-    if len(ids) != rows or len(lines) != rows:
-        raise ValueError(f"{path.name} holds {len(ids)} ids and {len(lines)} records, its header says {rows}")
+    ids, lines = json.loads(ids_raw), Lines(docs_raw, rows)
+    lines._bounds()  # checks the count of record lines (a numpy scan, no object per record)
+    if len(ids) != rows:
+        raise ValueError(f"{path.name} holds {len(ids)} ids, its header says {rows}")
     # copy-on-write: opening reads no vector; an in-place change stays in this process
     if not rows:
         vectors = np.zeros((0, dim), np.float32)
