@@ -80,7 +80,8 @@ class ColumnChunk:
             self._keyword[field] = got  # type: ignore[assignment]
 
     @classmethod
-    def of_docs(cls, docs: Sequence[Mapping[str, Any]]) -> ColumnChunk:
+    def of_docs(cls, docs: Any) -> ColumnChunk:
+        """The columns of ``docs`` (record dumps by row: a list, or a partition's lazy records)."""
         keyword = {}
         for field in KEYWORD:
             values = [_values(d, field) for d in docs]
@@ -90,7 +91,7 @@ class ColumnChunk:
         numeric: dict[str, np.ndarray | None] = {}
         for field in NUMERIC:
             nums = [d.get(field) for d in docs]
-            ok = all(t.is_number(v) and abs(v) < 2**53 for v in nums)  # type: ignore[arg-type]
+            ok = all(t.is_number(v) and abs(v) < 2**53 for v in nums)
             numeric[field] = np.asarray(nums, dtype=np.float64) if ok else None
         return cls(len(docs), keyword, numeric)
 
@@ -123,7 +124,7 @@ class ColumnChunk:
 class Columns:
     """A partition's column chunks side by side: what the pre-filter (:mod:`.local_filter`) reads."""
 
-    def __init__(self, docs: Sequence[Mapping[str, Any]], chunks: Sequence[ColumnChunk] | None = None) -> None:
+    def __init__(self, docs: Any, chunks: Sequence[ColumnChunk] | None = None) -> None:
         self.docs = docs  # the partition's records by row (read by the predicate where no column answers)
         self.chunks: list[ColumnChunk] = list(chunks) if chunks is not None else [ColumnChunk.of_docs(docs)]
         self._cache: dict[tuple[str, str], Any] = {}
@@ -151,14 +152,14 @@ class Columns:
         key = ("present", field)
         if key not in self._cache:
             self._cache[key] = np.concatenate([c.keyword(field)[1] for c in self.chunks] or [np.zeros(0, dtype=bool)])
-        return self._cache[key]  # type: ignore[no-any-return]
+        return self._cache[key]
 
     def numeric(self, field: str) -> np.ndarray | None:
         key = ("numeric", field)
         if key not in self._cache:
             cols = [c.numeric(field) for c in self.chunks]
             self._cache[key] = None if any(c is None for c in cols) else np.concatenate(cols or [np.zeros(0)])  # type: ignore[arg-type]
-        return self._cache[key]  # type: ignore[no-any-return]
+        return self._cache[key]
 
     def rows_equal(self, field: str, value: Any) -> np.ndarray:
         out = np.zeros(self.n, dtype=bool)
@@ -199,7 +200,7 @@ def save(path: Path, chunk: ColumnChunk, segment_bytes: int) -> None:
     arrays["head"] = np.frombuffer(_MAGIC + json.dumps(head).encode(), dtype=np.uint8)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
+        np.savez(fh, **arrays)  # type: ignore[arg-type]
     os.replace(tmp, path)
 
 

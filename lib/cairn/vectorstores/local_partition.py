@@ -128,7 +128,7 @@ class Partition:
                columns: ColumnChunk | None = None) -> None:
         """Append rows as they are (the caller says which older rows they replace)."""
         start, add = self.n, len(docs)
-        ids = ids if ids is not None else [d["id"] for d in docs]  # type: ignore[index]
+        ids = ids if ids is not None else [d["id"] for d in docs if isinstance(d, dict)]
         self.ids.extend(ids)
         self.docs.extend(docs)
         self.vectors.append(unit_vectors)

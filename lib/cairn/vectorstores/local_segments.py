@@ -73,7 +73,7 @@ class Segment:
         postings: kw.Postings | None = None, columns: ColumnChunk | None = None,
     ) -> None:
         self.ids = [d["id"] for d in docs]
-        self.lines = [json.dumps(d, ensure_ascii=False).encode() for d in docs]
+        self.lines: Sequence[bytes] = [json.dumps(d, ensure_ascii=False).encode() for d in docs]
         self._docs: list[dict[str, Any] | None] = list(docs)
         self.vectors = vectors
         self.deleted = list(deleted)
@@ -146,7 +146,7 @@ class Lines(Sequence[bytes]):
             self._ends = np.concatenate([newlines, [len(self.buf)]]).astype(np.int64)
         return self._starts, self._ends
 
-    def __getitem__(self, row):  # type: ignore[no-untyped-def, override]
+    def __getitem__(self, row):
         starts, ends = self._bounds()
         if isinstance(row, slice):
             return [self.buf[starts[r] : ends[r]] for r in range(*row.indices(self.n))]
@@ -185,7 +185,7 @@ class LazyDocs:
         item = self.raw(row)
         if isinstance(item, (bytes, bytearray)):
             item = self._parsed[row] = json.loads(item)
-        return item  # type: ignore[return-value]
+        return item
 
     def __setitem__(self, row: int, doc: dict[str, Any]) -> None:
         self._parsed[row] = doc
