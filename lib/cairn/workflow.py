@@ -271,10 +271,14 @@ def _task_payload(cause: str | None) -> dict[str, Any] | None:
 
 
 def search(services: Services, tenant: str, request: FindRequest, session_id: str | None = None, *,
-           rerank: bool = True) -> dict[str, Any]:
+           rerank: bool = True, prefetch_seq: int | None = None, correlation: str | None = None) -> dict[str, Any]:
     """``search()`` as the API serves it: through the Express workflow when
     ``settings.state_machine_arn`` is set (Lambda), else in process. Either way the result
-    becomes the session's prefetched context and the statistics are recorded."""
+    becomes the session's prefetched context and the statistics are recorded.
+
+    ``prefetch_seq``: the message this search prefetches for; the result is stored only over the
+    context of an earlier message (a newer message's stays, and the log says so).
+    ``correlation``: the id the workflow's tasks log (default: this process's current one)."""
     cairn = services.cairn(tenant)
     request = cairn.with_defaults(request, search=True)
     if not services.settings.state_machine_arn:
@@ -291,7 +295,7 @@ def search(services: Services, tenant: str, request: FindRequest, session_id: st
 
         parse(request.filter)
     start = WorkflowInput(tenant=tenant, request=request, session_id=session_id, rerank=rerank,
-                          correlation_id=correlation_id())
+                          correlation_id=correlation or correlation_id())
     size = len(start.model_dump_json().encode())
     if size > MAX_INPUT_BYTES:
         raise PayloadTooLarge(
@@ -299,8 +303,8 @@ def search(services: Services, tenant: str, request: FindRequest, session_id: st
             "(shorten the filter's value lists or the query)"
         )
     out = start_sync(services, start)
-    if session_id is not None:
-        services.sessions.set_prefetched(tenant, session_id, out)
+    if session_id is not None and not services.sessions.set_prefetched(tenant, session_id, out, seq=prefetch_seq):
+        log.info("prefetch not stored: a later message's is", session=session_id, seq=prefetch_seq)
     return out
 
 

@@ -103,6 +103,20 @@ def test_prefetched_context_round_trips(store):
     assert store.get("acme", s.id).prefetched == ctx
 
 
+def test_a_prefetch_for_an_earlier_message_never_replaces_a_later_ones(store):
+    """The stream's prefetch is keyed on the message: written only over an earlier message's."""
+    s = store.create("acme")
+    assert store.prefetched_seq("acme", s.id) == 0
+    assert store.set_prefetched("acme", s.id, {"total": 2}, seq=2) is True
+    assert store.set_prefetched("acme", s.id, {"total": 1}, seq=1) is False  # late: the newer one stays
+    assert store.set_prefetched("acme", s.id, {"total": 9}, seq=2) is False  # redelivered: stays too
+    assert store.get("acme", s.id).prefetched == {"total": 2} and store.prefetched_seq("acme", s.id) == 2
+    assert store.set_prefetched("acme", s.id, {"total": 3}, seq=3) is True
+    assert store.get("acme", s.id).prefetched == {"total": 3}
+    assert store.set_prefetched("acme", s.id, {"total": 0}) is True  # a search the caller asked for: always
+    assert store.prefetched_seq("acme", s.id) == 0
+
+
 def test_not_found_and_bad_input(store):
     with pytest.raises(SessionNotFound, match="not found"):
         store.get("acme", "nope")

@@ -535,6 +535,64 @@ def test_on_message_skips_assistant_messages_and_reports_retryable_failures(worl
     assert mod.handler(stream_event("gone")) == {"batchItemFailures": []}
 
 
+def _records(*messages: tuple[str, int, str]) -> dict[str, Any]:
+    """A stream batch of user messages (session, seq, content), each its own record."""
+    template = stream_event("x")["Records"][0]
+    records = []
+    for n, (sid, seq, content) in enumerate(messages):
+        rec = copy.deepcopy(template)
+        image = rec["dynamodb"]["NewImage"]
+        image["pk"]["S"], image["session_id"]["S"] = f"TENANT#acme#SESSION#{sid}", sid
+        image["seq"]["N"], image["content"]["S"] = str(seq), content
+        rec["eventID"], rec["dynamodb"]["SequenceNumber"] = f"event-{n}", f"{222000000000000000000000 + n}"
+        records.append(rec)
+    return {"Records": records}
+
+
+def test_on_message_is_idempotent_and_debounced_per_session(world):
+    """A redelivered record runs no second search; of a session's messages in one batch only the
+    newest is prefetched; each workflow carries the record's eventID as its correlation id."""
+    mod = load_handler("on_message")
+    sfn = RecordingSFN({"status": "SUCCEEDED", "output": json.dumps({"memories": [], "resources": [], "skills": [], "total": 0})})
+    mod.services = world["services"](SFN_ARN, function="on_message", sfn=sfn)
+    sessions = world["sessions"]
+    a, b = sessions.create("acme").id, sessions.create("acme").id
+    for text in ("refunds?", "no wait, invoices?", "invoices from March?"):
+        sessions.append("acme", a, "user", text)
+    sessions.append("acme", b, "user", "travel rules?")
+    batch = _records((a, 1, "refunds?"), (a, 2, "no wait, invoices?"), (b, 1, "travel rules?"), (a, 3, "invoices from March?"))
+    assert mod.handler(batch) == {"batchItemFailures": []}
+    sent = sorted((WorkflowInput.model_validate_json(c["input"]) for c in sfn.calls), key=lambda w: w.request.query)
+    assert [(w.session_id, w.request.query) for w in sent] == [(a, "invoices from March?"), (b, "travel rules?")]
+    assert {w.correlation_id for w in sent} == {"event-3", "event-2"}
+    assert sessions.prefetched_seq("acme", a) == 3 and sessions.prefetched_seq("acme", b) == 1
+    assert mod.handler(batch) == {"batchItemFailures": []}  # the batch again (a retry): nothing to do
+    assert mod.handler(_records((a, 2, "no wait, invoices?"))) == {"batchItemFailures": []}  # late: older
+    assert len(sfn.calls) == 2
+
+
+def test_on_message_prefetches_sessions_side_by_side(world):
+    """Two sessions' workflows run at once: each call waits until the other has started."""
+    import threading
+
+    both = threading.Barrier(2, timeout=30)
+
+    class Meeting(RecordingSFN):
+        def start_sync_execution(self, **kw: Any) -> dict[str, Any]:
+            both.wait()  # one at a time, the first would wait here for good (BrokenBarrierError)
+            return super().start_sync_execution(**kw)
+
+    mod = load_handler("on_message")
+    sfn = Meeting({"status": "SUCCEEDED", "output": json.dumps({"memories": [], "resources": [], "skills": [], "total": 0})})
+    mod.services = world["services"](SFN_ARN, function="on_message", sfn=sfn)
+    sessions = world["sessions"]
+    a, b = sessions.create("acme").id, sessions.create("acme").id
+    sessions.append("acme", a, "user", "refunds?")
+    sessions.append("acme", b, "user", "travel?")
+    assert mod.handler(_records((a, 1, "refunds?"), (b, 1, "travel?"))) == {"batchItemFailures": []}
+    assert len(sfn.calls) == 2
+
+
 def test_ingest_builds_the_tree_from_an_uploaded_payload(world, tmp_path):
     mod = load_handler("ingest")
     ev = event("ingest.json")

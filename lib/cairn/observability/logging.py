@@ -79,6 +79,13 @@ def set_correlation_id(value: str | None) -> None:
         pt.set_correlation_id(value)
 
 
+def set_thread_correlation_id(value: str) -> None:
+    """The correlation id of this thread's lines only (a worker of a handler that serves several
+    requests side by side, as on_message does one per session)."""
+    pt = _powertools_logger if _powertools_logger is not None else configure_logging()
+    pt.thread_safe_append_keys(correlation_id=value)
+
+
 def correlation_id() -> str | None:
     """The correlation id of the request this process is serving, if any."""
     return _correlation_id

@@ -275,13 +275,22 @@ class SessionStore(ABC):
             out = self._messages(tenant, session_id, max(after_seq, session.summarized_through))
         return out[:limit] if limit is not None else out
 
-    def set_prefetched(self, tenant: str, session_id: str, context: dict[str, Any]) -> None:
+    def set_prefetched(self, tenant: str, session_id: str, context: dict[str, Any], *, seq: int | None = None) -> bool:
+        """Store the session's prefetched context. ``seq``: the message it answers; then it is
+        written only over a context of an earlier message (or none): a redelivered or late prefetch
+        never replaces a newer one. True when written."""
         self._check(tenant, session_id)
         if not isinstance(context, dict):
             raise RequestError(f"prefetched context must be a dict (FindResult.to_dict()), got {type(context).__name__}")
         with self._errors("set_prefetched", session_id):
             session = self._load(tenant, session_id)
-            self._set_prefetched(session, context, time.time())
+            return self._set_prefetched(session, context, time.time(), seq)
+
+    def prefetched_seq(self, tenant: str, session_id: str) -> int:
+        """The message the stored prefetched context answers (0: none, or written without one)."""
+        self._check(tenant, session_id)
+        with self._errors("prefetched_seq", session_id):
+            return self._prefetched_seq(tenant, session_id)
 
     def list_sessions(self, tenant: str, user: str, limit: int = MAX_LISTED_SESSIONS) -> list[Session]:
         """The unexpired sessions of ``user``, newest first (at most ``limit``)."""
@@ -411,7 +420,10 @@ class SessionStore(ABC):
     def _get_prefetched(self, tenant: str, session_id: str) -> dict[str, Any] | None: ...
 
     @abstractmethod
-    def _set_prefetched(self, session: Session, context: dict[str, Any], now: float) -> None: ...
+    def _set_prefetched(self, session: Session, context: dict[str, Any], now: float, seq: int | None) -> bool: ...
+
+    @abstractmethod
+    def _prefetched_seq(self, tenant: str, session_id: str) -> int: ...
 
     @abstractmethod
     def _commit_summary(self, session: Session, summary: str, folded: Sequence[Message], now: float) -> None:

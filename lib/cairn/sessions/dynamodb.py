@@ -435,18 +435,34 @@ class DynamoDBSessionStore(SessionStore):
         ).get("Item")
         return json.loads(item["context"]["S"]) if item else None
 
-    def _set_prefetched(self, session: Session, context: dict[str, Any], now: float) -> None:
-        self.client.put_item(
-            TableName=self.table,
-            Item={
-                "pk": _s(session_pk(session.tenant, session.id)),
-                "sk": _s("PREFETCH"),
-                "type": _s("prefetch"),
-                "context": _s(json.dumps(context, ensure_ascii=False)),
-                "updated_at": _n(now),
-                TTL_ATTRIBUTE: _n(math.ceil(session.expires_at)),
-            },
-        )
+    def _set_prefetched(self, session: Session, context: dict[str, Any], now: float, seq: int | None) -> bool:
+        item = {
+            "pk": _s(session_pk(session.tenant, session.id)),
+            "sk": _s("PREFETCH"),
+            "type": _s("prefetch"),
+            "context": _s(json.dumps(context, ensure_ascii=False)),
+            "updated_at": _n(now),
+            TTL_ATTRIBUTE: _n(math.ceil(session.expires_at)),
+        }
+        if seq is None:
+            self.client.put_item(TableName=self.table, Item=item)
+            return True
+        try:  # only over the context of an earlier message: a late or redelivered prefetch loses
+            self.client.put_item(TableName=self.table, Item={**item, "seq": _n(seq)},
+                                 ConditionExpression="attribute_not_exists(#seq) OR #seq < :seq",
+                                 ExpressionAttributeNames={"#seq": "seq"}, ExpressionAttributeValues={":seq": _n(seq)})
+        except Exception as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def _prefetched_seq(self, tenant: str, session_id: str) -> int:
+        item = self.client.get_item(
+            TableName=self.table, Key={"pk": _s(session_pk(tenant, session_id)), "sk": _s("PREFETCH")},
+            ConsistentRead=True, ProjectionExpression="#seq", ExpressionAttributeNames={"#seq": "seq"},
+        ).get("Item")
+        return int(item["seq"]["N"]) if item and "seq" in item else 0
 
     def _commit_summary(self, session: Session, summary: str, folded: Sequence[Message], now: float) -> None:
         pk = session_pk(session.tenant, session.id)

@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     last_seq INTEGER NOT NULL DEFAULT 0,
     committed_through INTEGER NOT NULL DEFAULT 0,
     prefetched TEXT,
+    prefetched_seq INTEGER,
     PRIMARY KEY (tenant, id)
 );
 CREATE TABLE IF NOT EXISTS messages (
@@ -63,6 +64,7 @@ _COLUMNS = "id, tenant, user, created_at, updated_at, expires_at, summary, summa
 _MIGRATIONS = (
     ("sessions", "committed_through", "ALTER TABLE sessions ADD COLUMN committed_through INTEGER NOT NULL DEFAULT 0"),
     ("messages", "name", "ALTER TABLE messages ADD COLUMN name TEXT"),
+    ("sessions", "prefetched_seq", "ALTER TABLE sessions ADD COLUMN prefetched_seq INTEGER"),
 )
 
 
@@ -217,14 +219,23 @@ class SQLiteSessionStore(SessionStore):
         ).fetchone()
         return json.loads(row[0]) if row and row[0] else None
 
-    def _set_prefetched(self, session: Session, context: dict[str, Any], now: float) -> None:
+    def _set_prefetched(self, session: Session, context: dict[str, Any], now: float, seq: int | None) -> bool:
         with self._tx() as db:
-            cur = db.execute(
-                "UPDATE sessions SET prefetched = ?, updated_at = ? WHERE tenant = ? AND id = ?",
-                (json.dumps(context, ensure_ascii=False), now, session.tenant, session.id),
+            cur = db.execute(  # with a seq, only over the context of an earlier message (or none)
+                "UPDATE sessions SET prefetched = ?, prefetched_seq = ?, updated_at = ? WHERE tenant = ? AND id = ? "
+                "AND (? IS NULL OR prefetched_seq IS NULL OR prefetched_seq < ?)",
+                (json.dumps(context, ensure_ascii=False), seq, now, session.tenant, session.id, seq, seq),
             )
             if cur.rowcount == 0:
+                if db.execute("SELECT 1 FROM sessions WHERE tenant = ? AND id = ?", (session.tenant, session.id)).fetchone():
+                    return False
                 raise self.not_found(session.id)
+        return True
+
+    def _prefetched_seq(self, tenant: str, session_id: str) -> int:
+        row = self._conn().execute(
+            "SELECT prefetched_seq FROM sessions WHERE tenant = ? AND id = ?", (tenant, session_id)).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
 
     def _commit_summary(self, session: Session, summary: str, folded: Sequence[Message], now: float) -> None:
         through = folded[-1].seq
