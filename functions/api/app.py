@@ -8,11 +8,14 @@ caller mapped by ``CAIRN_IAM_TENANTS``; see :mod:`cairn.api.auth`. ``search`` ru
 Express workflow when ``CAIRN_STATE_MACHINE_ARN`` is set. Each request's id (API Gateway's
 ``requestId``, the access log's) is the ``correlation_id`` of its log lines and of every workflow
 task's; its metrics (per operation, and find's retrieval statistics) leave as EMF before it returns.
+With SnapStart or provisioned concurrency (template parameters ``ApiSnapStart``,
+``ApiProvisionedConcurrency``) the init builds every client before the snapshot (:func:`prepare`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from cairn.api import AuthorizerConfig, build_app
@@ -21,6 +24,31 @@ from cairn.services import Services
 
 services = Services()  # built on the first request that needs them, then reused while warm
 app = build_app(services, AuthorizerConfig.from_env())
+# what an init that is snapshotted (SnapStart) or kept warm (provisioned concurrency) builds before
+# any request: the settings and every AWS and backend client a request would otherwise build first
+PREPARED = ("settings", "sfn", "sessions", "content", "store", "embedder", "limiter")
+
+
+def prepare() -> list[str]:
+    """Build the clients now (init, before the snapshot), each on its own: one that cannot be built
+    is left to the first request, which answers its error. Returns those built."""
+    from cairn.observability.logging import get_logger
+
+    built = []
+    for name in PREPARED:
+        try:
+            service = getattr(services, name)
+            if name == "limiter" and getattr(service.counter, "table", None):
+                _ = service.counter.client  # the counters' DynamoDB client
+            built.append(name)
+        except Exception as exc:  # noqa: BLE001 - the first request meets the same error and answers it
+            get_logger("cairn.functions.api").warning("not prepared at init", service=name, error=type(exc).__name__,
+                                                      message=str(exc)[:300])
+    return built
+
+
+if os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") in ("snap-start", "provisioned-concurrency"):
+    prepare()
 
 
 def handler(event: Any, context: Any = None) -> dict[str, Any]:

@@ -309,3 +309,32 @@ def test_the_default_stacks_latency_alarm_receives_what_its_functions_emit(defau
         if stats["Datapoints"]:
             with_data.append(query["Id"])
     assert with_data, "no metric the latency alarm watches received data from the default stack"
+
+
+def test_a_function_that_loses_a_layer_fails_here_as_it_would_on_aws(deployment, packaged):
+    """The standing check on layers: Rerank run with the layers of a template whose rerank function
+    lost its store layer (the bug this suite first caught) cannot answer the same state."""
+    from tests.deployment import LAYER_NAMES, _layer_prefix
+    from tests.packaged import FunctionPool
+    from tests.stack import Stack
+
+    status, _ = _search(deployment, "how long until a refund reaches my card", 5)
+    assert status == 200
+    state = next(i.event for i in deployment.invocations if i.function == "RerankFunction")
+    text = (REPO / "template.yaml").read_text()
+    marker = "        # the state carries candidates by reference: their records are read back from the store\n"
+    weaker = text.replace(marker + "        - !If [IsOpenSearch, !Ref OpenSearchLayer, !Ref PineconeLayer]\n", marker, 1)
+    assert weaker != text
+    lost = Stack.load(deployment.stack.parameters, deployment.stack.physical, text=weaker).functions["RerankFunction"]
+    kept = deployment.function("RerankFunction")
+    layers = [packaged[LAYER_NAMES[_layer_prefix(layer)]] for layer in lost.layers]
+    assert len(layers) == len(kept.paths) - 3  # one layer fewer than the deployed function's
+    pool = FunctionPool("RerankWithoutStore", [kept.paths[0], *layers, packaged["runtime"]], kept.env,
+                        logs=deployment.tmp / "RerankWithoutStore.log", timeout_s=kept.timeout_s)
+    try:
+        payload, error = pool.invoke(state)
+    finally:
+        pool.close()
+    assert error is not None and "missing_extra" in json.dumps(payload), payload
+    payload, error = kept.invoke(state)  # the deployed layers answer the very same state
+    assert error is None, payload

@@ -126,3 +126,21 @@ def test_the_rules_refuse_a_backend_without_its_endpoint():
     Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
     rules = yaml.load((REPO / "template.yaml").read_text(), Loader=Loader)["Rules"]
     assert {"OpenSearchNeedsItsEndpoint", "PineconeNeedsItsHostAndKey", "LlmNeedsAModel", "CohereRerankNeedsAKey"} <= set(rules)
+
+
+def test_snapstart_and_provisioned_concurrency_are_parameters_off_by_default():
+    """The api function publishes a version behind the alias the HTTP API invokes; SnapStart and
+    provisioned concurrency apply to it only when their parameters ask."""
+    import json as _json
+
+    from tests.stack import Stack
+
+    default = Stack.load()
+    fn = default.resources["ApiFunction"]["Properties"]
+    assert fn["SnapStart"] == {"ApplyOn": "None"}
+    assert "ProvisionedConcurrencyConfig" not in default.resources["ApiFunctionAliaslive"]["Properties"]
+    assert "ApiFunctionAliaslive" in _json.dumps(default.resources["HttpApi"])  # the API invokes the alias
+    on = Stack.load({"ApiSnapStart": "PublishedVersions", "ApiProvisionedConcurrency": 2})
+    assert on.resources["ApiFunction"]["Properties"]["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+    assert on.resources["ApiFunctionAliaslive"]["Properties"]["ProvisionedConcurrencyConfig"] == {
+        "ProvisionedConcurrentExecutions": 2}

@@ -810,3 +810,24 @@ def test_the_api_writes_its_use_counts_before_it_returns(api, world):
     assert resp["statusCode"] == 200
     recorder = api.services.__dict__.get("recorder")
     assert recorder is not None and recorder.pending() == 0
+
+
+def test_a_snapstart_init_builds_every_client_before_the_snapshot(monkeypatch, tmp_path):
+    """With SnapStart (or provisioned concurrency) the api function's init builds the settings and
+    the AWS and backend clients, so the snapshot holds them and no request pays for them."""
+    monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "snap-start")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("CAIRN_HOME", str(tmp_path))
+    monkeypatch.setenv("CAIRN_RATE_LIMITS", "5/second")
+    monkeypatch.setenv("CAIRN_RATE_LIMIT_TABLE", "cairn-ratelimits")
+    path = REPO / "functions" / "api" / "app.py"
+    spec = importlib.util.spec_from_file_location("cairn_function_api_snapstart", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    built = set(module.services.__dict__)
+    assert {"settings", "sfn", "sessions", "content", "store", "embedder", "limiter"} <= built, built
+    assert module.services.limiter.counter._client is not None
+    monkeypatch.delenv("AWS_LAMBDA_INITIALIZATION_TYPE")
+    spec.loader.exec_module(module)  # an on-demand init builds nothing before its first request
+    assert "sfn" not in module.services.__dict__
