@@ -49,6 +49,8 @@ class _Settings(BaseModel):
 class LocalStoreSettings(_Settings):
     backend: Literal["local"] = "local"
     path: Path = Path(".cairn/store")
+    ann: Literal["auto", "exact"] = "auto"
+    ann_min_rows: int = Field(default=200_000, ge=1)
 
 
 class PineconeSettings(_Settings):
@@ -321,7 +323,11 @@ def _prefixed(env: dict[str, str], prefix: str) -> dict[str, str]:
 def _env_store(env: dict[str, str], home: Path) -> dict[str, Any]:
     backend = env.get("CAIRN_STORE") or "local"
     if backend == "local":
-        return {"backend": "local", "path": env.get("CAIRN_STORE_PATH") or str(home / "store")}
+        local: dict[str, Any] = {"backend": "local", "path": env.get("CAIRN_STORE_PATH") or str(home / "store")}
+        for name in ("ann", "ann_min_rows"):
+            if env.get(f"CAIRN_STORE_{name.upper()}"):
+                local[name] = env[f"CAIRN_STORE_{name.upper()}"]
+        return local
     fields: dict[str, Any] = _prefixed(env, f"CAIRN_{backend.upper()}_")
     if backend == "opensearch" and "languages" in fields:
         fields["languages"] = tuple(w.strip().lower() for w in fields["languages"].split(",") if w.strip())

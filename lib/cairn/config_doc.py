@@ -77,6 +77,9 @@ MEANINGS: dict[str, str] = {
     "CAIRN_CONTEXT_BUDGET_TOKENS": "`context()` / `POST /v1/context`: tokens of the block when a request names no budget",
     "CAIRN_STORE": "vector backend: `local`, `pinecone` or `opensearch`",
     "CAIRN_STORE_PATH": "folder of the local store (default `<home>/store`)",
+    "CAIRN_STORE_ANN": "local store: `auto` answers unscoped dense queries of big partitions from an ANN index "
+                       "(faiss, the `ann` extra; built in the background), `exact` always scores every row",
+    "CAIRN_STORE_ANN_MIN_ROWS": "local store: live records a partition needs before it gets an ANN index",
     "CAIRN_PINECONE_API_KEY": "the Pinecone API key (or `ssm:`/`secretsmanager:` reference)",
     "CAIRN_PINECONE_INDEX_HOST": "the index's data-plane host, `https://<index>-<project>.svc.<env>.pinecone.io`",
     "CAIRN_PINECONE_TIMEOUT_S": "seconds per Pinecone request",
@@ -167,7 +170,7 @@ def _field_variables(group: str, prefix: str, models: tuple[type[BaseModel], ...
             if name in _TAGS and not (group == "llm" and name == "provider"):
                 continue
             if group == "store":
-                var = "CAIRN_STORE_PATH" if chosen == "local" else f"CAIRN_{chosen.upper()}_{name.upper()}"
+                var = f"CAIRN_STORE_{name.upper()}" if chosen == "local" else f"CAIRN_{chosen.upper()}_{name.upper()}"
             else:
                 var = f"{prefix}{name.upper()}"
             infos.setdefault(var, info)

@@ -106,7 +106,8 @@ class Services:
         if cfg.backend == "local":
             from .vectorstores.local import LocalVectorStore
 
-            return LocalVectorStore(cfg.path, dimension=self.embedder.dimension, languages=self.languages)
+            return LocalVectorStore(cfg.path, dimension=self.embedder.dimension, languages=self.languages, ann=cfg.ann,
+                                    ann_min_rows=cfg.ann_min_rows)
         if cfg.backend == "pinecone":
             require("pinecone", extra="pinecone", feature="the Pinecone store")
             from .vectorstores.pinecone import PineconeVectorStore

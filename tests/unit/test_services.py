@@ -59,7 +59,8 @@ def _probes(tmp: Path) -> dict[str, Any]:
     return {
         "home": (tmp / "h", lambda s: s.sessions.path == tmp / "h" / "sessions.db" and s.content.folder == tmp / "h" / "content"),
         "tenant": ("globex", lambda s: s.cairn().tenant == "globex"),
-        "store": (LocalStoreSettings(path=tmp / "st"), lambda s: s.store.path == tmp / "st"),
+        "store": (LocalStoreSettings(path=tmp / "st", ann="exact", ann_min_rows=7),
+                  lambda s: s.store.path == tmp / "st" and (s.store.ann, s.store.ann_min_rows) == ("exact", 7)),
         "embedder": (LocalEmbedderSettings(batch_size=7), lambda s: s.embedder.batch_size == 7),
         "sessions": (SQLiteSessionSettings(path=tmp / "s.db"), lambda s: s.sessions.path == tmp / "s.db"),
         "content": (LocalContentSettings(path=tmp / "c"), lambda s: s.content.folder == tmp / "c"),

@@ -43,20 +43,24 @@ from . import local_keywords as kw
 from . import local_persistence as persist
 from .base import Capabilities, SearchMode, VectorHit, VectorQuery, VectorStore, validate_tenant
 from .fusion import fuse, hybrid_depth
+from .local_ann import STALE, AnnBuilder, AnnIndex, covered_files, faiss_module
 from .local_columns import ColumnChunk
 from .local_columns import Columns as _Columns  # noqa: F401  (the filter tests reach them here)
 from .local_filter import LocalFilter
 from .local_filter import PreFilter as _PreFilter  # noqa: F401
-from .local_partition import Partition
+from .local_partition import Blocks, Partition
 from .local_side import SideTable, overlay
 
 _SUBSET_FRACTION = 0.5  # score only the pre-filtered rows when they are fewer than this share
 _COMPACT_DEAD = 4096  # an in-memory store drops its dead rows past this many (and past its live ones)
+ANN_MIN_ROWS = 200_000  # below, exact search is as fast (benchmarks/README.md, issue 21)
 
 
 def _partition_of(snap: persist.Snapshot) -> Partition:
     keywords = kw.KeywordIndex.of_chunks(snap.chunks, len(snap.ids))
-    return Partition(snap.manifest.dimension, snap.ids, snap.docs, snap.blocks, snap.live, keywords, snap.columns)
+    part = Partition(snap.manifest.dimension, snap.ids, snap.docs, snap.blocks, snap.live, keywords, snap.columns)
+    part.files = tuple((ref.file, ref.rows) for ref in snap.manifest.segments)
+    return part
 
 
 def _dump(records: list[ContextRecord]) -> tuple[list[dict[str, Any]], np.ndarray]:
@@ -107,8 +111,17 @@ def _blas_controller() -> Any:
 class LocalVectorStore(VectorStore):
     backend = "local"
 
-    def __init__(self, path: str | Path | None, *, dimension: int, languages: LanguagePolicy = AUTO) -> None:
+    def __init__(
+        self, path: str | Path | None, *, dimension: int, languages: LanguagePolicy = AUTO, ann: str = "auto",
+        ann_min_rows: int = ANN_MIN_ROWS,
+    ) -> None:
+        """``ann``: ``auto`` (an ANN index for unscoped dense search in partitions of at least
+        ``ann_min_rows`` live rows, when faiss is installed) or ``exact`` (always exact)."""
         super().__init__(dimension=dimension)
+        if ann not in ("auto", "exact"):
+            raise VectorStoreError(f"the local store's ann setting is {ann!r}; it is 'auto' or 'exact'")
+        self.ann, self.ann_min_rows = ann, ann_min_rows
+        self._ann_builder = AnnBuilder()
         self.path = Path(path) if path is not None else None
         # a tenant's fixed language: its queries' words are read in it (documents: each its own, detected)
         self.languages = languages
@@ -229,15 +242,16 @@ class LocalVectorStore(VectorStore):
                 if part is None or not part.n_live:
                     continue
                 masks = {n: part.mask(native_filters[n]) for n in idx}
-                dense = self._dense_rankings(part, [(requests[n], masks[n]) for n in idx])
+                dense = self._dense_rankings(part, [(requests[n], masks[n]) for n in idx], self._ann_for(tenant, part))
                 for n, ranking in zip(idx, dense, strict=True):
                     results[n] = self._finish(part, requests[n], masks[n], ranking)
             return results
 
     def _dense_rankings(
-        self, part: Partition, batch: list[tuple[VectorQuery, np.ndarray | None]]
+        self, part: Partition, batch: list[tuple[VectorQuery, np.ndarray | None]], ann: AnnIndex | None = None,
     ) -> list[list[tuple[int, float]]]:
-        """Cosine rankings for every query of ``batch`` that has a vector: one matrix product."""
+        """Cosine rankings for every query of ``batch`` that has a vector: one matrix product, or
+        the ANN index where it serves (unscoped or loosely filtered queries of a big partition)."""
         wanted = [(n, q, m) for n, (q, m) in enumerate(batch) if q.mode is not SearchMode.KEYWORD]
         out: list[list[tuple[int, float]]] = [[] for _ in batch]
         if not wanted:
@@ -247,8 +261,14 @@ class LocalVectorStore(VectorStore):
             union = np.logical_or.reduce([m for _, _, m in wanted if m is not None])
             if union.sum() < _SUBSET_FRACTION * part.n:
                 subset = np.flatnonzero(union)
-        rows = subset if subset is not None else np.arange(part.n)
         queries = _unit(np.asarray([q.vector for _, q, _ in wanted], dtype=np.float32))
+        if subset is None and ann is not None:
+            approx = [self._ann_ranking(part, ann, qv, q, m) for qv, (_, q, m) in zip(queries, wanted, strict=True)]
+            if all(r is not None for r in approx):
+                for (n, _, _), ranking in zip(wanted, approx, strict=True):
+                    out[n] = ranking  # type: ignore[assignment]
+                return out
+        rows = subset if subset is not None else np.arange(part.n)
         with _one_blas_thread():
             scores = part.vectors.scores(queries, subset)  # one matrix product (per block) for the whole batch
         for (n, q, mask), row_scores in zip(wanted, scores, strict=True):
@@ -257,6 +277,67 @@ class LocalVectorStore(VectorStore):
             depth = hybrid_depth(q.limit) if q.mode is SearchMode.HYBRID else q.limit
             out[n] = _ranked(row_scores, rows, part.ids, depth)
         return out
+
+    # ---------------------------------------------------------------- the ANN index
+
+    def _ann_for(self, tenant: str, part: Partition) -> AnnIndex | None:
+        """The partition's ANN index when it serves (built in the background when missing or stale)."""
+        if self.ann != "auto" or part.n_live < self.ann_min_rows or faiss_module() is None:
+            return None
+        folder = self._disk.files(tenant).dir if self._disk is not None else None
+        if part.ann is None and not part.ann_looked and folder is not None:
+            part.ann_looked = True
+            found = AnnIndex.load(folder, [f for f, _ in part.files])
+            part.ann = found if found is not None and found.rows <= part.n else None
+        ann = part.ann
+        if (ann is None or part.n - ann.rows > STALE * part.n) and not self._ann_builder.busy(tenant):
+            self._build_ann(tenant, part, folder)
+        return ann
+
+    def _build_ann(self, tenant: str, part: Partition, folder: Path | None) -> None:
+        files, rows = covered_files(part.files) if part.files else ((), part.n)
+        if rows < self.ann_min_rows // 2:
+            return
+        frozen = Blocks(self.dimension, list(part.vectors.blocks))  # the writer may append meanwhile
+        live = part.live[:rows].copy()
+
+        def done(index: AnnIndex) -> None:
+            part.ann = index
+            if folder is not None:
+                try:
+                    index.save(folder)
+                except (OSError, RuntimeError):
+                    pass  # a read-only home: this process keeps it
+
+        self._ann_builder.start(tenant, lambda: AnnIndex.build(frozen, rows, live, files), done)
+
+    @staticmethod
+    def _ann_ranking(
+        part: Partition, ann: AnnIndex, qv: np.ndarray, req: VectorQuery, mask: np.ndarray | None
+    ) -> list[tuple[int, float]] | None:
+        """The ANN ranking of one query: candidates from the index over its rows, the rows written
+        since scored exactly, dead or filtered-out rows dropped; None when too few survive (exact then)."""
+        depth = hybrid_depth(req.limit) if req.mode is SearchMode.HYBRID else req.limit
+        visible = mask if mask is not None else (part.live if part.n_live < part.n else None)
+        share = 1.0 if visible is None else max(float(np.count_nonzero(visible[: ann.rows])) / max(ann.rows, 1), 1e-9)
+        if share < _SUBSET_FRACTION:
+            return None
+        k = min(ann.rows, int(depth / share * 1.5) + depth)
+        scores, rows = ann.search(qv[None, :], k)
+        keep = rows[0] >= 0
+        cand, cand_scores = rows[0][keep], scores[0][keep]
+        if visible is not None:
+            seen = visible[cand]
+            cand, cand_scores = cand[seen], cand_scores[seen]
+        if len(cand) < min(depth, int(share * ann.rows)):
+            return None
+        tail = np.arange(ann.rows, part.n)
+        if len(tail):
+            tail_scores = part.vectors.scores(qv[None, :], tail)[0]
+            if visible is not None:
+                tail_scores = np.where(visible[tail], tail_scores, -np.inf)
+            cand, cand_scores = np.concatenate([cand, tail]), np.concatenate([cand_scores, tail_scores])
+        return _ranked(cand_scores.astype(np.float64), cand, part.ids, depth)
 
     def _finish(
         self, part: Partition, req: VectorQuery, mask: np.ndarray | None, dense: list[tuple[int, float]]

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..observability.logging import get_logger
 
-RECALL = 0.97  # measured on a sample of the tenant's rows; the issue's bar is 0.95
+RECALL = 0.98  # on queries made from the tenant's rows; held-out MiniLM queries land ~0.01-0.02 lower
 COVER = 0.9  # the index covers the oldest segments holding at least this share of the rows
 STALE = 1 / 8  # rebuilt when the rows it does not cover pass this share
 _NPROBES = (4, 8, 16, 32, 64, 128, 256)
@@ -64,7 +64,7 @@ class AnnIndex:
         assert faiss is not None
         live_rows = np.flatnonzero(live[:rows])
         dim = vectors.dimension
-        nlist = int(min(8192, max(64, 4 * math.sqrt(len(live_rows)))))
+        nlist = int(min(4096, max(16, math.sqrt(len(live_rows)))))
         rng = np.random.default_rng(seed)
         sample = np.sort(rng.choice(live_rows, size=min(len(live_rows), 40 * nlist), replace=False))
         quantizer = faiss.IndexFlatIP(dim)
@@ -78,10 +78,16 @@ class AnnIndex:
         return out
 
     def _tune(self, vectors: Any, live_rows: np.ndarray, rng: np.random.Generator, k: int = 10) -> int:
-        """The smallest nprobe whose recall@k against exact search on sampled rows is >= RECALL."""
+        """The smallest nprobe whose recall@k against exact search is >= RECALL, on queries like
+        the tenant's own: each between a sampled row and its 2k-th nearest row (not a stored point)."""
         picked = np.sort(rng.choice(live_rows, size=min(64, len(live_rows)), replace=False))
-        queries = vectors.take(picked)
-        exact = vectors.scores(queries, live_rows)  # over the live rows of the covered range
+        rows = vectors.take(picked)
+        near = vectors.scores(rows, live_rows)  # over the live rows of the covered range
+        far = min(2 * k, len(live_rows) - 1)
+        other = live_rows[np.argpartition(-near, far, axis=1)[:, far]]
+        queries = rows + vectors.take(np.sort(other))[np.argsort(np.argsort(other))]
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        exact = vectors.scores(queries, live_rows)
         truth = [set(live_rows[np.argpartition(-s, k)[:k]].tolist()) for s in exact]
         for nprobe in _NPROBES:
             self.index.nprobe = nprobe

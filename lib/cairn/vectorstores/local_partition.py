@@ -96,6 +96,9 @@ class Partition:
         self.keywords = keywords if keywords is not None else kw.KeywordIndex()
         self.n_live = int(self.live.sum())
         self._rows: dict[str, int] | None = None
+        self.files: tuple[tuple[str, int], ...] = ()  # the segments (file, rows) this partition was opened from
+        self.ann: Any = None  # the ANN index over its first rows (:mod:`.local_ann`), when one serves
+        self.ann_looked = False  # the folder was searched for a saved index
         self.columns = Columns(self.docs, columns if columns is not None else [ColumnChunk.of_docs(self.docs)])
 
     @property
