@@ -9,8 +9,7 @@ import pytest
 from cairn.config import load_settings
 from cairn.errors import VectorStoreError
 from cairn.models import ContextRecord
-from cairn.vectorstores import VectorQuery
-from cairn.vectorstores import local_ann
+from cairn.vectorstores import VectorQuery, local_ann
 from cairn.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
