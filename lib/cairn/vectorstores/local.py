@@ -46,6 +46,7 @@ from .fusion import fuse, hybrid_depth
 from .local_ann import STALE, AnnBuilder, AnnIndex, covered_files, faiss_module
 from .local_columns import ColumnChunk
 from .local_columns import Columns as _Columns  # noqa: F401  (the filter tests reach them here)
+from .local_disk import DiskPartitions
 from .local_filter import LocalFilter
 from .local_filter import PreFilter as _PreFilter  # noqa: F401
 from .local_partition import Blocks, Partition
@@ -128,7 +129,7 @@ class LocalVectorStore(VectorStore):
         self._parts: dict[str, Partition] = {}
         self._lock = threading.RLock()
         self._disk = (
-            persist.DiskPartitions(self.path / "tenants", dimension, _partition_of) if self.path is not None else None
+            DiskPartitions(self.path / "tenants", dimension, _partition_of) if self.path is not None else None
         )
         self._sides: dict[str, SideTable] = {}
 
