@@ -344,6 +344,26 @@ def _default_docs() -> Path:
     raise RequestError("cannot find cairn's docs/ folder; pass it with --docs PATH")
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from .reindex import reindex
+
+    services = _services(args)
+    tenants = [t.strip() for t in (args.tenants or services.settings.tenant).split(",") if t.strip()]
+    print(f"Reindexing {', '.join(tenants)} with {services.embedder.name} into a new index ...", file=sys.stderr)
+    shown: dict[str, int] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:  # a line per tenth (and the last)
+        tenth = done * 10 // total if total else 10
+        if sys.stderr.isatty() or shown.get(stage, -1) < tenth:
+            shown[stage] = tenth
+            end = "\r" if sys.stderr.isatty() and done < total else "\n"
+            print(f"  {stage}: {done}/{total} records", end=end, file=sys.stderr, flush=True)
+
+    report = reindex(services, tenants, progress, target=args.target, force=args.force)
+    print(report.summary())
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     docs = Path(args.docs) if args.docs else _default_docs()
     svc = _service(args)
@@ -495,6 +515,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mcp_parser(sub)
     add_access_parsers(sub)
+
+    rx = sub.add_parser("reindex", help="re-embed a tenant with the configured embedder into a new index and switch "
+                        "to it (blue/green; docs/reindex.md)")
+    rx.add_argument("--tenants", help="comma-separated tenants (default: --tenant); OpenSearch and Pinecone indexes "
+                    "serve every tenant with one embedder, so name them all")
+    rx.add_argument("--target", help="where the new index goes: a folder (local, default <home>/reindex), an index "
+                    "name (OpenSearch, default <index>-<embedder tag>) or the host of an index you created (Pinecone)")
+    rx.add_argument("--force", action="store_true", help="re-embed even when the index already holds this embedder")
+    rx.set_defaults(func=cmd_reindex)
 
     demo = sub.add_parser("demo", help="ingest cairn's docs and answer a few questions")
     demo.add_argument("--docs", help="folder to ingest (default: cairn's docs/)")

@@ -27,6 +27,7 @@ per vendor; no other module decides a status::
     ├── ConfigError                     500  a setting is missing or invalid (start-up)
     │   ├── MissingExtra                500  a configuration needs an optional extra
     │   ├── DimensionMismatch                the embedder's vectors do not fit the index
+    │   ├── EmbedderMismatch                 the index was embedded by another embedder
     │   └── SecretUnavailable                a secret a setting names cannot be read
     ├── UpstreamError                   502  a service cairn depends on failed or refused
     │   ├── VectorStoreError
@@ -221,6 +222,12 @@ class DimensionMismatch(ConfigError):
     """The embedder's vectors do not have the vector index's dimension (raised once, at start-up)."""
 
     code = "dimension_mismatch"
+
+
+class EmbedderMismatch(ConfigError):
+    """The index was embedded by another embedder than the one configured (checked on a tenant's first use)."""
+
+    code = "embedder_mismatch"
 
 
 class SecretUnavailable(ConfigError):

@@ -61,6 +61,7 @@ class Pipeline:
         self.thinking = thinking or ThinkingConfig(alpha=cfg.alpha, threshold=cfg.score_threshold)
         self.hotness_weight = cfg.hotness_weight
         self.stats = stats or services.tenant_stats(self.tenant)
+        services.check_index(self.tenant)  # the index was filled by this embedder (once per tenant)
 
     # the services, read through the composition root (built on first use)
     store = property(lambda self: self.services.store)

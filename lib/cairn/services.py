@@ -56,6 +56,7 @@ class Services:
         self._lock = threading.Lock()
         self._planners: dict[str, Any] = {}
         self._stats: dict[str, RetrievalStats] = {}
+        self._identity_checked: set[str] = set()
 
     @cached_property
     def settings(self) -> Settings:
@@ -318,6 +319,19 @@ class Services:
         with self._lock:
             stats = list(self._stats.values())
         return sum(s.emit_emf() for s in stats) + self.operations.emit_emf()
+
+    def check_index(self, tenant: str) -> str:
+        """Check, once per tenant and process, that ``tenant``'s index was filled by the configured
+        embedder (:func:`cairn.embeddings.identity.check_identity`); raises
+        :class:`~cairn.errors.EmbedderMismatch` when it was not."""
+        if tenant in self._identity_checked:
+            return "matched"
+        from .embeddings.identity import check_identity
+
+        outcome = check_identity(self.embedder, self.store, tenant)
+        with self._lock:
+            self._identity_checked.add(tenant)
+        return outcome
 
     def tenant_stats(self, tenant: str) -> RetrievalStats:
         """One tenant's retrieval statistics in this process (what ``GET /v1/stats`` shows)."""

@@ -37,6 +37,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from . import opensearch_aliases as aliases
 from .http_base import EmulatorHandler, serve, shut
 from .opensearch_index import ApiError, Index, valid_index_name
 from .opensearch_query import search
@@ -78,6 +79,7 @@ class _Fault:
 @dataclass
 class _State:
     indices: dict[str, Index] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)  # alias -> the index it names
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -164,6 +166,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     (m, re.compile(p), name)
     for m, p, name in [
         ("GET|HEAD", r"^/$", "info"),
+        *aliases.ROUTES,
         ("POST|PUT", r"^/(?:(?P<index>[^/_][^/]*)/)?_bulk$", "bulk"),
         ("POST|GET", r"^/(?:(?P<index>[^/_][^/]*)/)?_msearch$", "msearch"),
         ("POST|GET", r"^/(?:(?P<index>[^/_][^/]*)/)?_refresh$", "refresh"),
@@ -172,6 +175,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST|GET", r"^/(?P<index>[^/_][^/]*)/_count$", "count"),
         ("POST", r"^/(?P<index>[^/_][^/]*)/_delete_by_query$", "delete_by_query"),
         ("GET", r"^/(?P<index>[^/_][^/]*)/_mapping$", "get_mapping"),
+        ("PUT|POST", r"^/(?P<index>[^/_][^/]*)/_mapping$", "put_mapping"),
         ("GET", r"^/(?P<index>[^/_][^/]*)/_doc/(?P<id>[^/]+)$", "get_doc"),
         ("PUT|POST", r"^/(?P<index>[^/_][^/]*)/_doc/(?P<id>[^/]+)$", "index_doc"),
         ("DELETE", r"^/(?P<index>[^/_][^/]*)/_doc/(?P<id>[^/]+)$", "delete_doc"),
@@ -285,7 +289,7 @@ def _index_missing(name: str) -> ApiError:
 
 
 def _get_index(emu: OpenSearchEmulator, name: str) -> Index:
-    idx = emu.state.indices.get(name)
+    idx = emu.state.indices.get(aliases.concrete(emu, name))
     if idx is None:
         raise _index_missing(name)
     return idx
@@ -298,7 +302,7 @@ def _refresh_param(idx: Index, params: dict[str, str]) -> None:
 
 def _dispatch(emu: OpenSearchEmulator, route: str, args: dict[str, str], params: dict[str, str], body: bytes) -> Handled:
     handler = _HANDLERS[route]
-    return handler(emu, args, params, body)
+    return handler(emu, aliases.resolve(emu, route, args), params, body)
 
 
 def _info(emu: OpenSearchEmulator, args: dict[str, str], params: dict[str, str], body: bytes) -> Handled:
@@ -321,6 +325,9 @@ def _info(emu: OpenSearchEmulator, args: dict[str, str], params: dict[str, str],
 def _create_index(emu: OpenSearchEmulator, args: dict[str, str], params: dict[str, str], body: bytes) -> Handled:
     name = args["index"]
     valid_index_name(name)
+    if name in emu.state.aliases:
+        raise ApiError(400, "invalid_index_name_exception", f"Invalid index name [{name}], already exists as alias",
+                       extra={"index": name})
     if name in emu.state.indices:
         uuid = emu.state.indices[name].uuid
         raise ApiError(
@@ -348,6 +355,20 @@ def _get_mapping(emu: OpenSearchEmulator, args: dict[str, str], params: dict[str
     return 200, {idx.name: {"mappings": idx.mappings}}
 
 
+def _put_mapping(emu: OpenSearchEmulator, args: dict[str, str], params: dict[str, str], body: bytes) -> Handled:
+    """``_meta`` is replaced whole; new ``properties`` are added (an existing field's type cannot change)."""
+    idx = _get_index(emu, args["index"])
+    spec = json.loads(body or b"{}")
+    unknown = sorted(set(spec) - {"_meta", "properties", "dynamic_templates", "date_detection"})
+    if unknown:
+        raise ApiError(400, "mapper_parsing_exception", f"Root mapping definition has unsupported parameters: {unknown}")
+    if "_meta" in spec:
+        idx.mappings["_meta"] = spec["_meta"]
+    for name, mapping in (spec.get("properties") or {}).items():
+        idx.mappings.setdefault("properties", {}).setdefault(name, mapping)
+    return 200, {"acknowledged": True}
+
+
 def _delete_index(emu: OpenSearchEmulator, args: dict[str, str], params: dict[str, str], body: bytes) -> Handled:
     _get_index(emu, args["index"])
     del emu.state.indices[args["index"]]
@@ -372,7 +393,7 @@ def _bulk(emu: OpenSearchEmulator, args: dict[str, str], params: dict[str, str],
         if len(action) != 1 or next(iter(action)) not in ("index", "create", "delete"):
             raise ApiError(400, "illegal_argument_exception", f"Malformed action/metadata line [{n + 1}]")
         op, meta = next(iter(action.items()))
-        name = meta.get("_index") or args.get("index")
+        name = aliases.concrete(emu, meta.get("_index") or args.get("index") or "")
         if not name:
             raise ApiError(400, "action_request_validation_exception", "Validation Failed: 1: index is missing;")
         if op == "delete":  # a delete never auto-creates its index
@@ -440,7 +461,8 @@ def _mget(emu: OpenSearchEmulator, args: dict[str, str], params: dict[str, str],
     else:
         wanted = [(d.get("_index") or args.get("index"), d.get("_id")) for d in spec.get("docs", [])]
     docs = []
-    for name, doc_id in wanted:
+    for given, doc_id in wanted:
+        name = aliases.concrete(emu, given) if given else given
         if name not in emu.state.indices:
             docs.append({"_index": name, "_id": doc_id, "error": _error_body(_index_missing(str(name)))["error"]})
             continue
@@ -504,11 +526,13 @@ def _refresh(emu: OpenSearchEmulator, args: dict[str, str], params: dict[str, st
 
 
 _HANDLERS = {
+    **aliases.HANDLERS,
     "info": _info,
     "create_index": _create_index,
     "head_index": _head_index,
     "get_index": _get_index_route,
     "get_mapping": _get_mapping,
+    "put_mapping": _put_mapping,
     "delete_index": _delete_index,
     "bulk": _bulk,
     "index_doc": _index_doc,

@@ -32,7 +32,8 @@ from .opensearch_index import (
 
 Scores = dict[str, float]
 K1, B = 1.2, 0.75
-_SEARCH_KEYS = {"query", "size", "from", "_source", "track_total_hits", "min_score", "timeout", "explain", "sort"}
+_SEARCH_KEYS = {"query", "size", "from", "_source", "track_total_hits", "min_score", "timeout", "explain", "sort",
+                "search_after"}
 
 
 class _Ctx:
@@ -382,13 +383,25 @@ _QUERIES: dict[str, Callable[[Any, _Ctx], Scores]] = {
 # ---------------------------------------------------------------------- _search
 
 
+def _field_sort(sort: Any) -> str | None:
+    """The field of a ``[{"<field>": "asc"}]`` sort (or ``{"<field>": {"order": "asc"}}``), else None."""
+    if not (isinstance(sort, list) and len(sort) == 1 and isinstance(sort[0], dict) and len(sort[0]) == 1):
+        return None
+    (name, order), = sort[0].items()
+    order = order.get("order", "asc") if isinstance(order, dict) else order
+    return name if name != "_score" and order == "asc" and "." not in name else None
+
+
 def search(index: Index, spec: dict[str, Any]) -> dict[str, Any]:
     """One ``_search`` over ``index``: query, size/from, min_score, _source filtering."""
     unknown = set(spec) - _SEARCH_KEYS
     if unknown:
         raise ApiError(400, "parsing_exception", f"Unknown key for a START_OBJECT in [{min(unknown)}].")
-    if spec.get("sort") not in (None, "_score", ["_score"], [{"_score": "desc"}]):
-        raise ApiError(400, "parsing_exception", "the emulator sorts by _score only")
+    by_field = _field_sort(spec.get("sort"))
+    if by_field is None and spec.get("sort") not in (None, "_score", ["_score"], [{"_score": "desc"}]):
+        raise ApiError(400, "parsing_exception", "the emulator sorts by _score or by one top-level keyword field, ascending")
+    if spec.get("search_after") is not None and by_field is None:
+        raise ApiError(400, "illegal_argument_exception", "search_after needs a sort")
     size, start = int(spec.get("size", 10)), int(spec.get("from", 0))
     if size < 0 or start < 0 or size + start > 10000:
         raise shard_error(f"Result window is too large, from + size must be less than or equal to: [10000] but was "
@@ -398,6 +411,10 @@ def search(index: Index, spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("min_score") is not None:
         scores = {i: s for i, s in scores.items() if s >= spec["min_score"]}
     ranked = sorted(scores, key=lambda i: (-scores[i], ctx.order(i)))
+    if by_field is not None:  # a keyword sort: ascending values, search_after the last one seen
+        ranked = sorted(scores, key=lambda i: str(ctx.docs[i].source.get(by_field, "")))
+        if spec.get("search_after") is not None:
+            ranked = [i for i in ranked if str(ctx.docs[i].source.get(by_field, "")) > str(spec["search_after"][0])]
     page = ranked[start:start + size]
     source = spec.get("_source", True)
     hits = []
@@ -405,6 +422,8 @@ def search(index: Index, spec: dict[str, Any]) -> dict[str, Any]:
         hit: dict[str, Any] = {"_index": index.name, "_id": doc_id, "_score": scores[doc_id]}
         if source is not False:
             hit["_source"] = filter_source(ctx.docs[doc_id].source, source)
+        if by_field is not None:
+            hit["sort"] = [ctx.docs[doc_id].source.get(by_field)]
         hits.append(hit)
     total = len(scores)
     limit = spec.get("track_total_hits", 10000)

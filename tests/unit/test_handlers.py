@@ -109,8 +109,11 @@ class FakeS3:
 
 
 class BrokenEmbedder:
+    """The index's own embedder (same identity), failing on every call."""
+
     dimension = 384
-    name = "broken"
+    name = "local-minilm"
+    languages = frozenset({"en"})
 
     def embed_one(self, text: str) -> Any:
         raise RuntimeError("secret internal detail")

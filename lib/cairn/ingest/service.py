@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from .. import uri as uris
 from ..embeddings import Embedder
 from ..embeddings.base import uncovered_languages
+from ..embeddings.identity import EmbedderIdentity
 from ..errors import CairnError, IngestError
 from ..models import ContextRecord, Level, record_id
 from ..vectorstores import VectorStore
@@ -160,6 +161,7 @@ class Ingestor:
         self.limits = limits or Limits()
         self.isolate_parsers = isolate_parsers
         self.parse_workers = max(1, parse_workers)
+        self.embedder_tag = EmbedderIdentity.of(embedder).tag  # content hashes carry it
 
     # ----------------------------------------------------------------- sources
 
@@ -346,6 +348,7 @@ class Ingestor:
         tree = build_tree(
             self.tenant, root_uri, documents, fetch=self._fetch, summarizer=self.summarizer,
             title_rules=self.title_rules, leaf_title_rules=self.leaf_title_rules, chunking=self.chunking,
+            embedder_tag=self.embedder_tag,
         )
         report = IngestReport(root_uri, documents=len(documents), records=len(tree.records), rejected=list(tree.rejected))
         return tree, report
@@ -431,7 +434,8 @@ class Ingestor:
             kids = [c for c, _ in children]
             intro = next((body for c, body in children if body is not None), None)
             result = summarize_directory(
-                self.tenant, dir_uri, l0.title, kids, intro, l0.metadata, self.summarizer, l0, old.get(l1_id), time.time()
+                self.tenant, dir_uri, l0.title, kids, intro, l0.metadata, self.summarizer, l0, old.get(l1_id), time.time(),
+                tag=self.embedder_tag,
             )
             report.summarized += result.summarized
             changed = [p for p in result.records if p.changed]

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .. import uri as uris
+from ..embeddings.identity import digest_of, stamp, tag_of
 from ..errors import CairnError
 from ..models import ContextRecord, Level, MetadataValue, record_id
 from . import summaries
@@ -81,14 +82,18 @@ def embedding_text(rec: ContextRecord) -> str:
     return rec.text
 
 
-def resolve(new: ContextRecord, old: ContextRecord | None, now: float) -> PendingRecord:
-    """Compare a freshly built record with the stored one (see the module doc)."""
-    if old is not None and old.content_hash == new.content_hash:
+def resolve(new: ContextRecord, old: ContextRecord | None, now: float, tag: str = "") -> PendingRecord:
+    """Compare a freshly built record with the stored one (see the module doc). ``tag`` is the
+    embedder identity's (:mod:`cairn.embeddings.identity`): the new record's hash carries it, and a
+    stored vector is kept only when it was made by the same embedder (or before tags were kept)."""
+    digest = digest_of(new.content_hash)
+    same_embedder = old is not None and tag_of(old.content_hash) in ("", tag)
+    if old is not None and same_embedder and digest_of(old.content_hash) == digest:
         return PendingRecord(old.without_vector(), embedding_text(old), changed=False, vector=old.vector)
     text = embedding_text(new)
     created = old.created_at if old is not None and old.created_at else now
-    rec = new.model_copy(update={"created_at": created, "updated_at": now})
-    reuse = old.vector if old is not None and old.vector and embedding_text(old) == text else None
+    rec = new.model_copy(update={"created_at": created, "updated_at": now, "content_hash": stamp(digest, tag)})
+    reuse = old.vector if old is not None and same_embedder and old.vector and embedding_text(old) == text else None
     return PendingRecord(rec, text, changed=True, vector=reuse)
 
 
@@ -181,6 +186,7 @@ def build_tree(
     title_rules: Sequence[DirTitleRule] = (),
     leaf_title_rules: Sequence[DirTitleRule] = (),
     chunking: ChunkingConfig | None = None,
+    embedder_tag: str = "",
 ) -> Tree:
     """The records for ``documents`` placed under ``root_uri``: leaves first, then directories.
 
@@ -210,7 +216,7 @@ def build_tree(
 
     for file_uri, recs in leaves.items():
         doc = placed[file_uri]
-        pending = [resolve(r, old.get(r.id), now) for r in recs]
+        pending = [resolve(r, old.get(r.id), now, embedder_tag) for r in recs]
         tree.records.extend(pending)
         tree.bodies[file_uri] = doc.text
         tree.chunks[file_uri] = len(recs)
@@ -232,7 +238,8 @@ def build_tree(
         kids = sorted((c for c in d.children.values() if c is not None), key=lambda c: natural_key(c.name))
         l0_id, l1_id = dir_ids(tenant, dir_uri)
         summary = summarize_directory(
-            tenant, dir_uri, title, kids, d.intro, d.metadata or {}, summarizer, old.get(l0_id), old.get(l1_id), now
+            tenant, dir_uri, title, kids, d.intro, d.metadata or {}, summarizer, old.get(l0_id), old.get(l1_id), now,
+            tag=embedder_tag,
         )
         tree.records.extend(summary.records)
         tree.bodies[dir_uri] = summary.body
@@ -305,12 +312,14 @@ def summarize_directory(
     old_l0: ContextRecord | None,
     old_l1: ContextRecord | None,
     now: float,
+    tag: str = "",
 ) -> DirectoryResult:
     """A directory's L0 and L1 records and its body; the summarizer runs only if its inputs changed."""
     kids = [(c.name, c.title, c.abstract, c.is_dir) for c in children]
     digest = content_hash(summarizer.version, title, intro or "", kids, dict(metadata))
     summarized = 0
-    if old_l0 is not None and old_l1 is not None and old_l0.content_hash == old_l1.content_hash == digest:
+    # the summarizer's inputs, whichever embedder embeds its output (a switch calls no LLM again)
+    if old_l0 is not None and old_l1 is not None and digest_of(old_l0.content_hash) == digest_of(old_l1.content_hash) == digest:
         abstract, overview = old_l0.abstract, old_l1.text
     else:
         s = summarizer.summarize_directory(title, children, intro=intro, path=dir_uri)
@@ -320,7 +329,7 @@ def summarize_directory(
     }
     l0 = ContextRecord.build(level=Level.ABSTRACT, abstract=abstract, **common)
     l1 = ContextRecord.build(level=Level.OVERVIEW, abstract=abstract, text=overview, **common)
-    records = [resolve(l0, old_l0, now), resolve(l1, old_l1, now)]
+    records = [resolve(l0, old_l0, now, tag), resolve(l1, old_l1, now, tag)]
     return DirectoryResult(records, directory_body(title, abstract, children), title, abstract, summarized)
 
 

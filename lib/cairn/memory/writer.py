@@ -27,6 +27,7 @@ from typing import Any
 
 from .. import uri as uris
 from ..embeddings import Embedder
+from ..embeddings.identity import EmbedderIdentity
 from ..ingest.content import ContentStore
 from ..ingest.summaries import ChildSummary, directory_overview, first_sentences
 from ..ingest.tree import PendingRecord, content_hash, dir_ids, directory_body, resolve
@@ -79,6 +80,7 @@ class MemoryWriter:
         self.max_listed = max_listed
         self.write_batch = max(1, min(write_batch, store.capabilities().max_upsert_batch))
         self.clock = clock
+        self.embedder_tag = EmbedderIdentity.of(embedder).tag  # content hashes carry it
 
     # ----------------------------------------------------------------- public
 
@@ -89,7 +91,7 @@ class MemoryWriter:
         built = {item.uri: self.record_of(item, now) for item in items}
         report.uris = list(built)
         old = {r.id: r for r in self.store.fetch(self.tenant, [r.id for r in built.values()])} if built else {}
-        pending = [resolve(r, old.get(r.id), now) for r in built.values()]
+        pending = [resolve(r, old.get(r.id), now, self.embedder_tag) for r in built.values()]
         changed = [p for p in pending if p.changed]
         report.unchanged = len(pending) - len(changed)
         if changed:
@@ -164,7 +166,7 @@ class MemoryWriter:
                       created_at=now, updated_at=now, content_hash=digest)
         l0 = ContextRecord.build(level=Level.ABSTRACT, **common)
         l1 = ContextRecord.build(level=Level.OVERVIEW, text=overview, **common)
-        pending = [resolve(l0, old.get(l0_id), now), resolve(l1, old.get(l1_id), now)]
+        pending = [resolve(l0, old.get(l0_id), now, self.embedder_tag), resolve(l1, old.get(l1_id), now, self.embedder_tag)]
         # one embedding serves both levels: the L1 of a memory folder is a listing of its newest
         # children, which its abstract already names; embedding the long listing on every write
         # would double the cost of a write for no better match

@@ -12,7 +12,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from enum import Enum
 from typing import Any, ClassVar, TypeVar
 
@@ -23,6 +23,7 @@ from ..models import ContextRecord
 
 T = TypeVar("T")
 
+IDENTITY_FACT = "embedder.identity"  # the learned fact that holds a local tenant's embedder identity
 MAX_QUERY_LIMIT = 1000
 MAX_BATCH_QUERIES = 64
 _TENANT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -113,6 +114,7 @@ class VectorStore(ABC):
             raise RequestError(f"dimension must be a positive integer, got {dimension}")
         self.dimension = dimension
         self.metrics = StoreMetrics()
+        self._identity_due: dict[str, dict[str, Any]] = {}  # tenant -> identity to record with its first write
 
     # ----------------------------------------------------------------- public API
 
@@ -137,6 +139,9 @@ class VectorStore(ABC):
         written = 0
         for tenant, recs in by_tenant.items():
             written += self._call("upsert", len(recs), functools.partial(self._upsert, tenant, recs))
+            due = self._identity_due.get(tenant)
+            if due is not None:
+                self.keep_embedder_identity(tenant, due)
         return written
 
     def query(self, request: VectorQuery) -> list[VectorHit]:
@@ -175,8 +180,51 @@ class VectorStore(ABC):
         native = self._translate_filter(self._parse_filter(filter))
         return self._call("count", 0, lambda: self._count(tenant, native))
 
+    def scan(self, tenant: str, batch: int = 500) -> Iterator[list[ContextRecord]]:
+        """Every record of ``tenant``, in batches of at most ``batch`` (with their vectors where the
+        backend returns them): what ``cairn reindex`` reads. Records written during a scan may or
+        may not be seen."""
+        validate_tenant(tenant)
+        for records in self._scan(tenant, max(1, min(batch, 1000))):
+            self.metrics.record("scan", time.perf_counter(), len(records))
+            yield records
+
+    def _scan(self, tenant: str, batch: int) -> Iterator[list[ContextRecord]]:
+        raise VectorStoreError(f"the {self.backend} backend cannot list a tenant's records")
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default does nothing."""
+
+    # ----------------------------------------------------------------- the embedder's identity
+
+    def keeps_identity(self) -> bool:
+        """Whether this store records which embedder filled it (:mod:`cairn.embeddings.identity`).
+        The default keeps it as a learned fact of the tenant where the store learns facts."""
+        return callable(getattr(self, "learn", None))
+
+    def embedder_identity(self, tenant: str) -> dict[str, Any] | None:
+        """The identity of the embedder that filled ``tenant``'s index, or None (not recorded)."""
+        validate_tenant(tenant)
+        return self._call("read_identity", 0, lambda: self._read_identity(tenant))
+
+    def keep_embedder_identity(self, tenant: str, identity: Mapping[str, Any]) -> None:
+        """Record ``identity`` as the embedder of ``tenant``'s index (replacing what was recorded)."""
+        validate_tenant(tenant)
+        self._call("write_identity", 0, lambda: self._write_identity(tenant, dict(identity)))
+        self._identity_due.pop(tenant, None)
+
+    def expect_embedder_identity(self, tenant: str, identity: Mapping[str, Any]) -> None:
+        """Record ``identity`` with ``tenant``'s first write (a tenant with nothing stored yet)."""
+        self._identity_due[tenant] = dict(identity)
+
+    def _read_identity(self, tenant: str) -> dict[str, Any] | None:
+        learned = getattr(self, "learned", None)
+        return learned(tenant, IDENTITY_FACT) if callable(learned) else None
+
+    def _write_identity(self, tenant: str, identity: dict[str, Any]) -> None:
+        learn = getattr(self, "learn", None)
+        if callable(learn):
+            learn(tenant, IDENTITY_FACT, identity)
 
     # ----------------------------------------------------------------- validation
 

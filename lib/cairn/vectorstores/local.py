@@ -378,6 +378,12 @@ class LocalVectorStore(VectorStore):
             for i, r in rows
         ]
 
+    def _scan(self, tenant: str, batch: int) -> Iterator[list[ContextRecord]]:
+        part = self._part(tenant)
+        ids = sorted(part.rows) if part is not None else []
+        for start in range(0, len(ids), batch):
+            yield self._fetch(tenant, ids[start : start + batch])
+
     def _delete(self, tenant: str, ids: list[str]) -> int:
         with self._writing(tenant) as (part, commit):
             return self._delete_rows(tenant, part, commit, ids)

@@ -68,6 +68,9 @@ def _subfields(languages: tuple[str, ...]) -> dict[str, Any]:
     return {code: {"type": "text", "analyzer": LANGUAGES[code].opensearch} for code in languages}
 
 
+META_IDENTITY = "cairn_embedder"  # the key of the embedder's identity in the mapping's _meta
+
+
 def index_body(dimension: int, engine: str, languages: tuple[str, ...] = SUBFIELD_LANGUAGES) -> dict[str, Any]:
     """Settings and mappings of the cairn index (``knn`` on, one ``knn_vector`` field ``vector``;
     a subfield per language of ``languages`` on every text field)."""
@@ -278,6 +281,23 @@ class OpenSearchVectorStore(VectorStore):
         found = [d["_source"] for d in docs if d.get("found") and d["_source"].get("tenant") == tenant]
         return [ContextRecord.model_validate(src) for src in found]
 
+    def _scan(self, tenant: str, batch: int) -> Iterator[list[ContextRecord]]:
+        after: list[Any] | None = None
+        while True:  # search_after on the record id: no result window, no scroll context to keep
+            body: dict[str, Any] = {"query": _tenant_query(tenant, None), "size": batch, "sort": [{"id": "asc"}]}
+            if after is not None:
+                body["search_after"] = after
+            try:
+                hits = self._client.search(index=self.index, body=body)["hits"]["hits"]
+            except Exception as exc:
+                if _index_missing(exc):
+                    return
+                raise
+            if not hits:
+                return
+            yield [ContextRecord.model_validate(h["_source"]) for h in hits]
+            after = hits[-1]["sort"]
+
     def _delete(self, tenant: str, ids: list[str]) -> int:
         lines = [json.dumps({"delete": {"_id": doc_id(tenant, i)}}) for i in ids]
         items = self._bulk(lines, refresh=self.refresh)
@@ -332,6 +352,27 @@ class OpenSearchVectorStore(VectorStore):
             if "dimension" in vector:
                 return int(vector["dimension"])
         return None
+
+    # the embedder's identity: the index mapping's ``_meta`` (PUT _mapping replaces ``_meta`` whole)
+
+    def keeps_identity(self) -> bool:
+        return True
+
+    def _read_identity(self, tenant: str) -> dict[str, Any] | None:
+        from opensearchpy.exceptions import NotFoundError
+
+        try:
+            mapping = self._client.indices.get_mapping(index=self.index)
+        except NotFoundError:
+            return None
+        for index in mapping.values():  # one entry: the index, or the index an alias names
+            found = ((index.get("mappings") or {}).get("_meta") or {}).get(META_IDENTITY)
+            return dict(found) if isinstance(found, dict) else None
+        return None
+
+    def _write_identity(self, tenant: str, identity: dict[str, Any]) -> None:
+        self._ensure_index()
+        self._client.indices.put_mapping(index=self.index, body={"_meta": {META_IDENTITY: identity}})
 
     def _ensure_index(self) -> None:
         if self._index_ready:

@@ -52,6 +52,8 @@ T = TypeVar("T")
 MAX_UPSERT_VECTORS = 1000
 MAX_REQUEST_BYTES = 2_000_000  # Pinecone's cap is 2 MB; keep a margin for the JSON envelope
 MAX_METADATA_BYTES = 40_000  # Pinecone's cap is 40 KB per vector
+MARKER_NAMESPACE = "__cairn__"  # cairn's own records (the embedder's identity); never a tenant
+MARKER_ID = "embedder-identity"
 MAX_TOP_K = 10_000
 MAX_DELETE_IDS = 1000
 FETCH_BATCH = 200  # ids per GET /vectors/fetch, keeps the URL short
@@ -332,6 +334,16 @@ class PineconeVectorStore(VectorStore):
         found = self._fetch_vectors(tenant, ids)
         return [metadata_to_record(i, found[i].metadata or {}, found[i].values) for i in ids if i in found]
 
+    def _scan(self, tenant: str, batch: int) -> Iterator[list[ContextRecord]]:
+        token: str | None = None
+        while True:  # fetch_by_metadata pages through every record (levels are 0, 1, 2)
+            page = self._retrying(functools.partial(self._index.fetch_by_metadata, filter={"level": {"$in": [0, 1, 2]}},
+                                                    namespace=tenant, limit=batch, pagination_token=token))
+            yield [metadata_to_record(i, v.metadata or {}, v.values) for i, v in page.vectors.items()]
+            token = page.pagination.next if page.pagination is not None else None
+            if not token:
+                return
+
     def _delete_ids(self, tenant: str, ids: list[str]) -> None:
         for chunk in _chunks(ids, MAX_DELETE_IDS):
             self._retrying(functools.partial(self._index.delete, ids=chunk, namespace=tenant))
@@ -345,6 +357,26 @@ class PineconeVectorStore(VectorStore):
         ids = self._matching_ids(tenant, native_filter)
         self._delete_ids(tenant, ids)
         return len(ids)
+
+    # the embedder's identity: one marker record in a namespace no tenant can have (tenant names
+    # start with a letter or digit); Pinecone indexes carry no free-form metadata of their own
+
+    def keeps_identity(self) -> bool:
+        return True
+
+    def _read_identity(self, tenant: str) -> dict[str, Any] | None:
+        response = self._retrying(functools.partial(self._index.fetch, ids=[MARKER_ID], namespace=MARKER_NAMESPACE))
+        found = response.vectors.get(MARKER_ID)
+        if found is None:
+            return None
+        md = dict(found.metadata or {})
+        langs = md.get("languages")
+        return {**md, "languages": None if langs in (None, "*") else list(langs)}
+
+    def _write_identity(self, tenant: str, identity: dict[str, Any]) -> None:
+        md = {**identity, "languages": identity.get("languages") if identity.get("languages") is not None else "*"}
+        marker = {"id": MARKER_ID, "values": [1.0] + [0.0] * (self.dimension - 1), "metadata": md}
+        self._retrying(functools.partial(self._index.upsert, vectors=[marker], namespace=MARKER_NAMESPACE))
 
     def index_dimension(self) -> int | None:
         """The dimension the Pinecone index was created with (checked against the embedder at start)."""
