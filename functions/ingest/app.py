@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 
 from cairn.errors import CairnError, IngestError, RequestError, Unavailable
 from cairn.observability.logging import get_logger
+from cairn.observability.usage import record_usage
 from cairn.retry import AwsError
 from cairn.services import Services
 from cairn.workflow import task_errors
@@ -132,6 +133,8 @@ def ingest_object(bucket: str, key: str) -> ObjectReport:
         report.error = exc.to_dict()
         return report
     report.documents, report.records, report.written, report.removed = done.documents, done.records, done.written, done.removed
+    record_usage(report.tenant, "ingest_s3", documents=done.documents, records=done.records, embedded_texts=done.embedded,
+                 written=done.written, removed=done.removed)  # + the embedder's and summarizer's tokens
     report.rejected += [f"{r.source}: {r.reason}" for r in done.rejected]
     report.warnings = list(done.warnings)
     return report

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from cairn import stages
+from cairn.observability.usage import record_usage
 from cairn.services import Services
 from cairn.workflow import PlanOutput, WorkflowInput, parse_state, task_errors
 
@@ -30,4 +31,6 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             query_count=len(plan.queries),
             correlation_id=start.correlation_id,
         )
+    # the planner's LLM calls and tokens are this function's billable work (the search's line is Rerank's)
+    record_usage(start.tenant, "plan", typed_queries=len(plan.queries))
     return out.model_dump(mode="json")

@@ -61,10 +61,10 @@ class Pipeline:
         self.thinking = thinking or ThinkingConfig(alpha=cfg.alpha, threshold=cfg.score_threshold)
         self.hotness_weight = cfg.hotness_weight
         self.stats = stats or services.tenant_stats(self.tenant)
-        services.check_index(self.tenant)  # the index was filled by this embedder (once per tenant)
 
     # the services, read through the composition root (built on first use)
-    store = property(lambda self: self.services.store)
+    # the tenant's index, checked once per process to have been filled by the configured embedder
+    store = property(lambda self: self.services.checked_store(self.tenant))
     embedder = property(lambda self: self.services.embedder)
     sessions = property(lambda self: self.services.sessions)
     content = property(lambda self: self.services.content)

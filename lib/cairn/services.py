@@ -73,6 +73,11 @@ class Services:
 
     @cached_property
     def embedder(self) -> Embedder:
+        from .observability.usage import watch
+
+        return watch(self._build_embedder())
+
+    def _build_embedder(self) -> Embedder:
         cfg = self.settings.embedder
         if cfg.provider == "local" and cfg.model == "multilingual-e5-small":
             from .embeddings.local_e5 import LocalE5Embedder
@@ -126,6 +131,12 @@ class Services:
     @cached_property
     def llm(self) -> Any:
         """The configured LLM client, or None (the embedded default has no LLM)."""
+        from .observability.usage import watch
+
+        client = self._build_llm()
+        return watch(client) if client is not None else None
+
+    def _build_llm(self) -> Any:
         cfg = self.settings.llm
         if cfg is None:
             return None
@@ -260,7 +271,7 @@ class Services:
         use_llm = cfg.memory_extraction == "llm" or (cfg.memory_extraction == "auto" and cfg.llm is not None)
         if cfg.memory_extraction == "llm" and cfg.llm is None:
             raise ConfigError("memory_extraction 'llm' needs an LLM: set CAIRN_LLM_PROVIDER and CAIRN_LLM_MODEL")
-        return MemoryService(self.store, self.embedder, tenant, sessions=self.sessions, content=self.content,
+        return MemoryService(self.checked_store(tenant), self.embedder, tenant, sessions=self.sessions, content=self.content,
                              llm=self.llm if use_llm else None, window=cfg.memory_window)
 
     @cached_property
@@ -319,6 +330,13 @@ class Services:
         with self._lock:
             stats = list(self._stats.values())
         return sum(s.emit_emf() for s in stats) + self.operations.emit_emf()
+
+    def checked_store(self, tenant: str) -> VectorStore:
+        """The store, once ``tenant``'s index is known to hold the configured embedder's vectors
+        (:meth:`check_index`; a function that never reads the store never checks it)."""
+        if tenant not in self._identity_checked:
+            self.check_index(tenant)
+        return self.store
 
     def check_index(self, tenant: str) -> str:
         """Check, once per tenant and process, that ``tenant``'s index was filled by the configured

@@ -106,6 +106,7 @@ class BedrockEmbedder(Embedder):
         self.batch_size = min(batch_size, COHERE_MAX_TEXTS if self.family.kind == "cohere-v3" else self.concurrency)
         self.retry_policy = RetryPolicy.of_retries(max_retries, base_s=backoff_s)
         self.tokens = 0
+        self.requests = 0  # InvokeModel calls (usage lines)
         self.retries = 0
         self._region, self._endpoint_url, self._timeout_s = region, endpoint_url, timeout_s
         self._client = client
@@ -189,6 +190,8 @@ class BedrockEmbedder(Embedder):
             raise EmbeddingError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
         except (ValueError, KeyError) as exc:
             raise EmbeddingError(f"{self.name}: the answer is not JSON: {exc}") from exc
+        with self._lock:
+            self.requests += 1
         self._count_tokens(response, answer)
         return answer
 

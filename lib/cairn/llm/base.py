@@ -7,6 +7,7 @@ maps any vendor exception once, through the backend's ``_map_error``, into a
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,17 @@ class LLMClient(ABC):
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
         self.temperature = temperature
+        # billable work, counted for the usage lines (cairn.observability.usage)
+        self.llm_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self._count_lock = threading.Lock()
+
+    def count_usage(self, input_tokens: int = 0, output_tokens: int = 0) -> None:
+        """Add a call's tokens as the provider reported them (a provider's ``_complete`` calls it)."""
+        with self._count_lock:
+            self.input_tokens += int(input_tokens or 0)
+            self.output_tokens += int(output_tokens or 0)
 
     def complete(
         self,
@@ -67,6 +79,8 @@ class LLMClient(ABC):
         msgs = normalize_messages(messages)
         if json:
             system = f"{system}\n\n{JSON_INSTRUCTION}" if system else JSON_INSTRUCTION
+        with self._count_lock:
+            self.llm_calls += 1
         try:
             return self._complete(msgs, system, self.timeout_s if timeout_s is None else timeout_s, json)
         except CairnError:

@@ -66,6 +66,8 @@ class BedrockLLM(LLMClient):
         if system:
             request["system"] = [{"text": system}]
         response = self._client(timeout_s).converse(**request)
+        usage = response.get("usage") or {}
+        self.count_usage(usage.get("inputTokens", 0), usage.get("outputTokens", 0))
         blocks = response.get("output", {}).get("message", {}).get("content", [])
         text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
         if not text.strip():

@@ -60,6 +60,9 @@ class LiteLLMClient(LLMClient):
         if json and self.json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         response = litellm.completion(**kwargs)
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            self.count_usage(getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)
         text = response.choices[0].message.content
         if not isinstance(text, str) or not text.strip():
             raise self._error("returned no text", retryable=False)

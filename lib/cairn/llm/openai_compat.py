@@ -50,8 +50,11 @@ class OpenAICompatLLM(LLMClient):
                 retryable=retryable_status(response.status_code),
             )
         try:
-            text = response.json()["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
+            answer = response.json()
+            text = answer["choices"][0]["message"]["content"]
+            usage = answer.get("usage") or {}
+            self.count_usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise self._error(f"unexpected response body: {response.text[:200]!r}", retryable=False) from None
         if not isinstance(text, str) or not text.strip():
             raise self._error("returned no text", retryable=False)
