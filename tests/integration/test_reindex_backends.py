@@ -47,7 +47,7 @@ def test_opensearch_reindex_switches_an_alias_and_keeps_every_tenant(opensearch,
 
     new = _services(env, "custom-b")
     with pytest.raises(EmbedderMismatch):
-        new.cairn("acme")
+        new.cairn("acme").find("refunds")
     with pytest.raises(RequestError, match="records of other tenants"):
         reindex(new, ["acme"])  # one index serves both tenants: moving one would strand the other
     assert "cairn-ctx" in opensearch.state.indices and not opensearch.state.aliases
@@ -66,7 +66,7 @@ def test_opensearch_reindex_switches_an_alias_and_keeps_every_tenant(opensearch,
         assert _answers(served, tenant) == _answers(fresh, tenant)
         assert served.cairn(tenant).find("refunds to her card", user="ann").memories
     with pytest.raises(EmbedderMismatch):
-        _services(env, "custom-a").cairn("acme")
+        _services(env, "custom-a").cairn("acme").find("refunds")
 
     back = reindex(_services(env, "custom-a"), ["acme", "globex"])  # the next move keeps the old index
     assert opensearch.state.aliases == {"cairn-ctx": back.new_index} and report.new_index in opensearch.state.indices
