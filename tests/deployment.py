@@ -199,6 +199,11 @@ class Deployment:
             clients["lambda"].create_function(FunctionName=fn.name, Runtime="python3.12", Role=role, Handler="app.handler",
                                               Code={"ZipFile": _placeholder_zip()}, Architectures=["arm64"],
                                               Timeout=fn.timeout, MemorySize=fn.memory)
+        for res in draft.resources.values():  # AutoPublishAlias: a version, and the alias the state machine invokes
+            if res["Type"] == "AWS::Lambda::Alias":
+                props = res["Properties"]
+                version = clients["lambda"].publish_version(FunctionName=props["FunctionName"])["Version"]
+                clients["lambda"].create_alias(FunctionName=props["FunctionName"], Name=props["Name"], FunctionVersion=version)
         machine = draft.resources["RetrievalStateMachine"]["Properties"]
         definition = machine["DefinitionString"]
         for key, value in machine.get("DefinitionSubstitutions", {}).items():  # what CloudFormation does

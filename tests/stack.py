@@ -31,9 +31,11 @@ NO_VALUE = object()
 REQUIRED_PARAMETERS = {"JwtIssuer": "https://issuer.example.com", "JwtAudience": "cairn"}
 
 
-def translate(text: str) -> dict[str, Any]:
+def translate(text: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
     """The SAM transform of ``text``, local code paths replaced by S3 locations first (as ``sam
-    package`` does) and the state machine's definition inlined."""
+    package`` does) and the state machine's definition inlined. ``parameters`` are the stack's
+    parameter values, which CloudFormation hands the transform (SAM resolves a ``!Ref`` to a
+    parameter itself in some properties, e.g. an HttpApi's CorsConfiguration)."""
     import boto3
     from samtranslator.parser.parser import Parser
     from samtranslator.translator.translator import Translator
@@ -49,7 +51,8 @@ def translate(text: str) -> dict[str, Any]:
         if res["Type"] == "AWS::Serverless::StateMachine" and "DefinitionUri" in props:
             props["Definition"] = json.loads((REPO / props.pop("DefinitionUri")).read_text())
     translator = Translator({}, Parser(), boto_session=boto3.session.Session(region_name=REGION))
-    return translator.translate(doc, parameter_values={})
+    values = {k: str(v) for k, v in (parameters or {}).items()}
+    return translator.translate(doc, parameter_values=values)
 
 
 @dataclass
@@ -73,7 +76,8 @@ class Stack:
     @classmethod
     def load(cls, parameters: dict[str, Any] | None = None, physical: dict[str, str] | None = None,
              text: str | None = None) -> Stack:
-        translated = translate(text if text is not None else TEMPLATE.read_text())
+        given = {**REQUIRED_PARAMETERS, **(parameters or {})}
+        translated = translate(text if text is not None else TEMPLATE.read_text(), given)
         values = {name: p.get("Default") for name, p in translated.get("Parameters", {}).items()}
         values.update(REQUIRED_PARAMETERS)
         values.update(parameters or {})
@@ -125,6 +129,10 @@ class Stack:
             return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/cairn-{name}"
         if kind == "AWS::Lambda::LayerVersion":
             return f"arn:aws:lambda:{REGION}:{ACCOUNT}:layer:{name}:1"
+        if kind in ("AWS::Lambda::Alias", "AWS::Lambda::Version"):  # a qualified function ARN
+            props = self.resolve(res["Properties"])
+            qualifier = props["Name"] if kind == "AWS::Lambda::Alias" else "1"
+            return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{props['FunctionName']}:{qualifier}"
         return f"cairn-{name}"
 
     def get_att(self, name: str, attr: str) -> Any:
@@ -147,6 +155,8 @@ class Stack:
             return f"{self.get_att(name, 'Arn')}/stream/2026-01-01T00:00:00.000"
         if attr == "Name":
             return ident
+        if attr == "Version" and kind == "AWS::Lambda::Version":
+            return "1"
         service = kind.split("::")[1].lower()
         return f"arn:aws:{service}:{REGION}:{ACCOUNT}:{ident}" if attr == "Arn" else f"{ident}.{attr}"
 
@@ -183,6 +193,8 @@ class Stack:
                 return self.resolve(arg[1], cond)[int(self.resolve(arg[0], cond))]
             if key == "Fn::Sub":
                 return self._sub(arg, cond)
+            if key == "Fn::Split":
+                return str(self.resolve(arg[1], cond)).split(arg[0])
             if key.startswith("Fn::"):
                 raise KeyError(f"{key} is not resolved by tests/stack.py")
         out = {k: self.resolve(v, cond) for k, v in node.items()}
@@ -239,7 +251,12 @@ class Stack:
     def role_statements(self, function: str) -> list[dict[str, Any]]:
         """The statements of the function's role: inline policies and the managed policies it attaches."""
         role_logical = self.functions[function].role
-        role = next(r for lg, r in self.resources.items() if r["Type"] == "AWS::IAM::Role" and self.ref(lg) == role_logical)
+        return self.statements_of_role(next(lg for lg, r in self.resources.items()
+                                            if r["Type"] == "AWS::IAM::Role" and self.ref(lg) == role_logical))
+
+    def statements_of_role(self, logical: str) -> list[dict[str, Any]]:
+        """The statements of the role ``logical`` (e.g. ``RetrievalStateMachineRole``)."""
+        role = self.resources[logical]
         docs = [p["PolicyDocument"] for p in role["Properties"].get("Policies", [])]
         for arn in role["Properties"].get("ManagedPolicyArns", []):
             for lg, res in self.resources.items():
