@@ -247,8 +247,8 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
         }
     out["noise"] = noise_check(store, embedder)
     out["embed_p50_ms"] = round(statistics.median(memo.embed_ms), 2) if memo.embed_ms else None
-    best = max((m for m in modes if m != "default"), key=lambda m: out[m]["nDCG@10"])
-    out["best_mode"] = best
+    # the best explicit mode (None when only ``default`` ran)
+    out["best_mode"] = max((m for m in modes if m != "default"), key=lambda m: out[m]["nDCG@10"], default=None)
     out["thinking_recall_ge_quick"] = {
         kind: out[f"thinking_{kind}"]["recall@10"] >= out[f"quick_{kind}"]["recall@10"]
         for kind in ("dense", "hybrid") if f"thinking_{kind}" in out and f"quick_{kind}" in out

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -53,35 +52,25 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-@lru_cache(maxsize=1)
-def _wordpiece() -> Any:
-    from tokenizers import Tokenizer
-
-    from .embeddings.local import _tokenizer_path
-
-    tok = Tokenizer.from_file(str(_tokenizer_path()))
-    tok.no_padding()  # the file pads and truncates to the model's 128 tokens; a count needs neither
-    tok.no_truncation()
-    return tok
-
-
 def token_counter(embedder: Any) -> CountTokens:
-    """How to count tokens for ``embedder``: its own method, its tokenizer, or the estimate."""
+    """How to count tokens for ``embedder``: its own ``count_tokens``, else its tokenizer
+    (:meth:`cairn.embeddings.Embedder.tokenizer`: the embedded MiniLM's WordPiece, e5's
+    SentencePiece), else the estimate."""
     own = getattr(embedder, "count_tokens", None)
     if callable(own):
         return own
-    if getattr(embedder, "name", "") == "local-minilm":
-        try:
-            tok = _wordpiece()
-        except Exception:  # noqa: BLE001 - the tokenizer file is missing: fall back to the estimate
-            return estimate_tokens
+    try:
+        tok = embedder.tokenizer() if callable(getattr(embedder, "tokenizer", None)) else None
+    except Exception:  # noqa: BLE001 - the tokenizer file is missing: fall back to the estimate
+        tok = None
+    if tok is None:
+        return estimate_tokens
 
-        def count(text: str) -> int:
-            return len(tok.encode(text, add_special_tokens=False).ids)
+    def count(text: str) -> int:
+        return len(tok.encode(text, add_special_tokens=False).ids)
 
-        count.__name__ = "wordpiece"
-        return count
-    return estimate_tokens
+    count.__name__ = f"tokenizer of {getattr(embedder, 'name', 'the embedder')}"
+    return count
 
 
 def _where(citation: dict[str, Any] | None, title: str) -> str:

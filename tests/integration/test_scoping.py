@@ -45,13 +45,25 @@ def test_the_sessions_entity_ranks_its_folder_first_and_never_hides_the_rest(svc
     s = svc.sessions.create("t")
     svc.sessions.append("t", s.id, "user", "I'd like to stay at Hobsons House next week.")
     svc.sessions.append("t", s.id, "assistant", "Sure, Hobsons House has rooms available.")
-    res = svc.search("Is there parking there?", session_id=s.id, limit=3)
+    res = svc.search("Is there parking there?", session_id=s.id, limit=10)
     tq = res.query_plan.queries[0]
     assert tq.boost_uris == (f"{ROOT}/hotel/1",) and not tq.target_uris and "boosted" in res.query_plan.reasoning
     assert tq.query == "Is there parking there?"  # the turn as it was said
     leaves = [m for m in res.all() if m.level == 2]
     assert leaves[0].uri == f"{ROOT}/hotel/1/faq/parking.md"
     assert any(m.uri.startswith(f"{ROOT}/hotel/2") for m in res.all())  # the rest still competes, ranked lower
+
+
+def test_a_turn_about_a_boosted_folder_is_searched_with_its_own_words_not_the_previous_request(svc):
+    s = svc.sessions.create("t")
+    svc.sessions.append("t", s.id, "user", "I need a place with free parking, is Hobsons House any good?")
+    svc.sessions.append("t", s.id, "assistant", "Hobsons House is a fine choice.")
+    res = svc.search("Can I bring my dog?", session_id=s.id, limit=3)
+    assert [q.query for q in res.query_plan.queries] == ["Can I bring my dog?"]  # the folder carries the conversation
+    assert [m for m in res.all() if m.level == 2][0].uri == f"{ROOT}/hotel/1/faq/pets.md"  # not the parking page asked before
+    unscoped = svc.sessions.create("t")  # nothing named: the follow-up is also searched with the question it follows
+    svc.sessions.append("t", unscoped.id, "user", "Is there parking anywhere?")
+    assert len(svc.search("and is it free?", session_id=unscoped.id, limit=3).query_plan.queries) == 2
 
 
 def test_when_the_boosted_folder_has_nothing_good_the_answer_comes_from_the_whole_tenant(svc):

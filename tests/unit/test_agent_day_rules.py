@@ -45,8 +45,8 @@ def test_good_matches_of_the_boosted_folder_rank_first_and_the_rest_stays_below(
 
 def test_a_boosted_folder_with_nothing_good_leaves_the_whole_tenants_order():
     trace = ThinkingTrace()
-    everywhere = [_c("cairn://resources/faq/paypal.md", 0.8), _c("cairn://resources/eng/on-call.md", 0.2)]
-    out = merge_boosted(everywhere, [_c("cairn://resources/eng/on-call.md", 0.25)], ("cairn://resources/eng",), 1.0, 10, trace)
+    everywhere = [_c("cairn://resources/faq/paypal.md", 0.8), _c("cairn://resources/eng/on-call.md", 0.15)]
+    out = merge_boosted(everywhere, [_c("cairn://resources/eng/on-call.md", 0.2)], ("cairn://resources/eng",), 1.0, 10, trace)
     assert [c.uri for c in out] == ["cairn://resources/faq/paypal.md", "cairn://resources/eng/on-call.md"]
     assert trace.events[-1].kind == "fallback" and "whole tenant" in trace.events[-1].detail
 

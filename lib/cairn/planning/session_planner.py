@@ -7,10 +7,15 @@ forms; not ordinary words) in the query and the recent messages, weighed by spea
 and *boosts* the folder of the strongest mention (``boost_uris``: its content ranks higher, the
 rest of the tenant still competes); under the confidence, the plan says which name came closest.
 
-The conversation's content is carried too: when there is a previous user turn, a second typed
-query searches it together with the query ("what about the fee?" is searched with the question
-it follows). Both typed queries' matches are merged, each URI at its best score, so a turn that
-says what it is about is not diluted and a follow-up finds what it answers.
+The conversation's content is carried too: when there is a previous user turn and no folder is
+boosted, a second typed query searches it together with the query ("what about the fee?" is
+searched with the question it follows). Both typed queries' matches are merged, each URI at its
+best score, so a turn that says what it is about is not diluted and a follow-up finds what it
+answers. When a folder is boosted, the folder already carries what the conversation is about and
+the turn is searched with its own words only: the previous turn's words (often the very name that
+led to the folder, or a request such as "a cheap hotel with parking") match the folder's
+documents alike or pull the ranking toward what was asked before, not what is asked now
+(measured: benchmarks/README.md, issue 19).
 
 When nothing is scoped, names written in the conversation are added to the query text:
 
@@ -210,7 +215,7 @@ class SessionRewritePlanner:
             notes.append(resolution.explain())
             if resolution.match:
                 boost = {"boost_uris": resolution.folders, "boost": resolution.strength}
-        carried = self.with_conversation(query, messages)
+        carried = None if boost else self.with_conversation(query, messages)
         names = [] if boost else self.resolve(query, messages)
         if names:
             notes.insert(0, "added " + "; ".join(f"{m.name!r} ({m.source}, message {m.seq})" for m in names))
