@@ -210,10 +210,11 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
             resolver = FolderResolver(store, TENANT)
             planner = SessionRewritePlanner(resolver=resolver, roots=lambda ct: roots_for(ct, (), None))
             svc = Cairn(store, memo, TENANT, planner=planner, sessions=sessions)
-            out["raw_last_turn_quick_dense"] = measure(
-                col, queries, qrels, lambda q: svc.find(q["text"], limit=LIMIT, context_type="resource", score_threshold=-1.0)
-            )
-            out.update(conversation_arms(col, ds, svc, queries, qrels))
+            if os.environ.get("CAIRN_BENCH_BASELINES", "1") != "0":  # 0: the session search only (a full run's time)
+                out["raw_last_turn_quick_dense"] = measure(
+                    col, queries, qrels, lambda q: svc.find(q["text"], limit=LIMIT, context_type="resource", score_threshold=-1.0)
+                )
+                out.update(conversation_arms(col, ds, svc, queries, qrels))
 
         def ask(rerank: bool = False, **opts: Any) -> Any:
             base = dict(limit=LIMIT, context_type="resource", score_threshold=-1.0, include_provenance=True)
@@ -259,6 +260,7 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
 def run(data: Path, limit_queries: int | None = None) -> dict[str, Any]:
     """``CAIRN_BENCH_COLLECTIONS=scifact,cranfield`` runs only those collections,
     ``CAIRN_BENCH_MODES=quick_dense,thinking_dense`` only those modes, ``CAIRN_BENCH_RERANK=0``
-    skips the (slow) local-reranker arm."""
+    skips the (slow) local-reranker arm, ``CAIRN_BENCH_BASELINES=0`` dstc11's conversation
+    baselines (find(turn), find(previous user turn + turn), BM25 on two turns)."""
     keys = [k for k in os.environ.get("CAIRN_BENCH_COLLECTIONS", ",".join(COLLECTIONS)).split(",") if k]
     return {"suite": SUITE, **{key: bench(key, data, limit_queries) for key in keys}}
