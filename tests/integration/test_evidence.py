@@ -59,6 +59,18 @@ def test_the_noise_floor_is_learned_from_the_tenants_content(svc, embedder):
     assert noise_floor(svc.store, embedder, "nobody") == 0.0  # an empty tenant has no floor to beat
 
 
+def test_random_letters_asked_before_the_documents_arrived_still_find_nothing_after(tmp_path, embedder):
+    store = LocalVectorStore(tmp_path / "store", dimension=embedder.dimension)
+    svc = Cairn(store, embedder, "t")
+    assert svc.find("how do I get there").all() == []  # asked while the tenant is still empty
+    assert noise_floor(store, embedder, "t") == 0.0  # (as `cairn serve` does while a PUT is being indexed)
+    docs = [Document((f"r{n}.md",), f"{s} {f}.") for n, (s, f) in enumerate(itertools.product(SUBJECTS, FACTS))]
+    Ingestor(store, embedder, "t").ingest(docs, "cairn://resources/reviews")
+    assert noise_floor(store, embedder, "t") > 0.1  # learned from the documents, not the empty tenant
+    for gibberish in GIBBERISH:
+        assert svc.find(gibberish).all() == [] and svc.search(gibberish).all() == []
+
+
 def test_a_word_in_another_users_memories_is_no_evidence(tmp_path, embedder):
     svc = reviews(tmp_path, embedder)
     svc.remember("My locker code is qwzx plorf vrum.", "preferences", user="ann")

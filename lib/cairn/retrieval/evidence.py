@@ -29,7 +29,10 @@ The gate asks for evidence of one of three kinds before a typed query keeps its 
   learned from the tenant's own content (one ``query_many``), cached per store and tenant for
   ``FLOOR_TTL_S``; a store that keeps learned facts with the tenant (the embedded store) keeps it
   for every process while the tenant's record count stays within ``FLOOR_DRIFT`` of the count
-  it was learned at, so a fresh process (``cairn find``) does not embed the probes again.
+  it was learned at, so a fresh process (``cairn find``) does not embed the probes again; on that
+  store the cached floor obeys the same drift (a floor learned while documents were still being
+  indexed let 154 of 200 random strings through ``cairn serve``). An empty tenant has no floor
+  to learn: nothing is cached or kept.
 
 A misspelt query ("refnds") keeps its dense answers when they are clearly closer than noise;
 random letters never do. A backend without keyword search (Pinecone dense) skips the gate, and
@@ -63,7 +66,7 @@ LANGUAGE_MIN_WORDS = 2
 LANGUAGE_MIN_SHARE = 0.75
 UNKNOWN_TOKENS = frozenset({"[UNK]", "<unk>"})  # WordPiece's, SentencePiece's
 
-_floors: dict[tuple[int, str], tuple[float, float]] = {}  # (store, tenant) -> (computed at, floor)
+_floors: dict[tuple[int, str], tuple[float, float, int | None]] = {}  # (store, tenant) -> (computed at, floor, records)
 _lock = threading.Lock()
 
 LanguageCheck = Callable[[str, Any], bool]  # (query, the embedder's tokenizer or None) -> reads as language
@@ -151,19 +154,28 @@ def noise_floor(store: VectorStore, embedder: Embedder, tenant: str, *, now: flo
     ``FLOOR_TTL_S``; 0 for an empty tenant)."""
     now = time.monotonic() if now is None else now
     key = (id(store), tenant)
+    keeps = callable(getattr(store, "learned", None))  # the embedded store: its record count costs nothing
+    count = store.count(tenant) if keeps else None
     with _lock:
         cached = _floors.get(key)
-    if cached is not None and now - cached[0] < FLOOR_TTL_S:
+    if cached is not None and now - cached[0] < FLOOR_TTL_S and (count is None or _near(count, cached[2])):
         return cached[1]
     floor = _kept_floor(store, embedder, tenant)
     if floor is None:
         requests = [VectorQuery(tenant=tenant, vector=v.tolist(), limit=1) for v in _probe_vectors(embedder)]
         best = np.asarray([hits[0].score for hits in store.query_many(requests) if hits], dtype=np.float64)
-        floor = float(max(best.max(), best.mean() + FLOOR_SIGMAS * best.std())) if best.size else 0.0
+        if not best.size:  # an empty tenant (or one still being indexed): nothing to learn, nothing kept
+            return 0.0
+        floor = float(max(best.max(), best.mean() + FLOOR_SIGMAS * best.std()))
         _keep_floor(store, embedder, tenant, floor)
     with _lock:
-        _floors[key] = (now, floor)
+        _floors[key] = (now, floor, count)
     return floor
+
+
+def _near(count: int, learned_at: int | None) -> bool:
+    """A floor learned at ``learned_at`` records still holds at ``count`` (within ``FLOOR_DRIFT``)."""
+    return learned_at is not None and abs(count - learned_at) <= FLOOR_DRIFT * max(count, 1)
 
 
 FLOOR_DRIFT = 0.1  # a kept floor holds while the tenant's record count stays within this share
@@ -182,8 +194,7 @@ def _kept_floor(store: VectorStore, embedder: Embedder, tenant: str) -> float | 
     fact = learned(tenant, _floor_key(embedder))
     if not isinstance(fact, dict) or not isinstance(fact.get("floor"), float | int):
         return None
-    count = store.count(tenant)
-    return float(fact["floor"]) if abs(count - int(fact.get("records", -1))) <= FLOOR_DRIFT * max(count, 1) else None
+    return float(fact["floor"]) if _near(store.count(tenant), int(fact.get("records", -1))) else None
 
 
 def _keep_floor(store: VectorStore, embedder: Embedder, tenant: str, floor: float) -> None:
