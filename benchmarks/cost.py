@@ -135,10 +135,10 @@ def _timed(dep: Any) -> None:
     dep.timings = []
     real = dep.invoke
 
-    def invoke(name: str, event: Any) -> Any:
+    def invoke(name: str, event: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
-            return real(name, event)
+            return real(name, event, *args, **kwargs)
         finally:
             dep.timings.append((name, (time.perf_counter() - started) * 1000))
 
