@@ -303,12 +303,12 @@ class LocalVectorStore(VectorStore):
         live = part.live[:rows].copy()
 
         def done(index: AnnIndex) -> None:
-            part.ann = index
             if folder is not None:
                 try:
-                    index.save(folder)
+                    index.save(folder)  # first: once queries use it, other processes can read it too
                 except (OSError, RuntimeError):
                     pass  # a read-only home: this process keeps it
+            part.ann = index
 
         self._ann_builder.start(tenant, lambda: AnnIndex.build(frozen, rows, live, files), done)
 
