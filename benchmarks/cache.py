@@ -21,6 +21,7 @@ class CachedEmbedder(Embedder):
         self.name = f"cached-{inner.name}"
         self.dimension = inner.dimension
         self.batch_size = 4096
+        self.languages = inner.languages  # what the model covers decides the fusion (cairn.stages.retrieve)
         self._path = CACHE_DIR / f"{name}-{inner.name}"
         self._keys: dict[str, int] = {}
         self._vecs = np.zeros((0, inner.dimension), dtype=np.float32)

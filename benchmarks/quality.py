@@ -60,6 +60,7 @@ class MemoEmbedder(Embedder):
     def __init__(self, inner: Embedder) -> None:
         self.inner, self.name, self.dimension = inner, inner.name, inner.dimension
         self.batch_size = inner.batch_size
+        self.languages = inner.languages  # as the model declares: it decides the fusion (cairn.stages.retrieve)
         self._memo: dict[str, np.ndarray] = {}
         self.embed_ms: list[float] = []
 

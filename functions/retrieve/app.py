@@ -31,5 +31,6 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             embedder=cairn.embedder,
             thinking=thinking,
             rerank_follows=task.rerank,
+            language=services.languages.for_tenant(task.tenant),
         )
     return to_state(compact(out))  # candidates by reference; the Rerank task reads them back

@@ -160,6 +160,7 @@ class Pipeline:
                 embedder=self.embedder,
                 thinking=thinking,
                 rerank_follows=reranker is not None,
+                language=self.services.languages.for_tenant(self.tenant),
             )
             for tq in plan.queries
         ]

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from .assemble import DEFAULT_THRESHOLD, above_threshold, blend_hotness, dedupe_by_uri, document_key, to_match
 from .embeddings import Embedder
+from .embeddings.base import covers
 from .models import (
     Candidate,
     FindResult,
@@ -22,6 +23,7 @@ from .models import (
     QueryPlan,
     QueryResult,
     ThinkingTrace,
+    TraceEvent,
     TraceStats,
     TypedQuery,
 )
@@ -37,6 +39,7 @@ from .retrieval.thinking import ThinkingConfig, thinking_search
 from .sessions.base import SessionView
 from .uri import is_under
 from .vectorstores import VectorStore
+from .vectorstores.fusion import UNCOVERED_DENSE_WEIGHT
 
 
 class RetrieveOutput(BaseModel):
@@ -66,10 +69,13 @@ def retrieve(
     embedder: Embedder,
     thinking: ThinkingConfig | None = None,
     rerank_follows: bool = False,
+    language: str | None = None,
 ) -> RetrieveOutput:
     """Search for one typed query (quick or thinking); hand on candidates for rerank:
     ``2·limit`` when a reranker follows, else ``limit``. A typed query with ``boost_uris`` is
-    searched everywhere it may search and inside those folders, merged (:mod:`.retrieval.boost`)."""
+    searched everywhere it may search and inside those folders, merged (:mod:`.retrieval.boost`).
+    A query in a language the embedder was not trained on (``language``: the tenant's fixed one,
+    else detected) is fused with the keyword side leading (``UNCOVERED_DENSE_WEIGHT``)."""
     started = time.perf_counter()
     vector = embedder.embed_one(typed_query.query).tolist()
     roots = roots_for(typed_query.context_type, typed_query.target_uris, request.user)
@@ -94,17 +100,24 @@ def retrieve(
     own_memories = typed_query.context_type is None and not typed_query.target_uris and bool(request.user)
     mem_roots = memory_roots(request.user) if own_memories else []
     search_roots = [r for r in roots if r not in mem_roots]
-    candidates, trace = _search(typed_query.query, vector, search_roots, request, store, tenant, thinking, hand_on, hybrid, narrowed=False)
+    uncovered = covers(embedder, typed_query.query, language)
+    weight = None if uncovered is None else UNCOVERED_DENSE_WEIGHT
+    candidates, trace = _search(typed_query.query, vector, search_roots, request, store, tenant, thinking, hand_on, hybrid,
+                                narrowed=False, dense_weight=weight)
+    if uncovered is not None and hybrid:
+        trace.events.insert(0, TraceEvent(kind="fallback", detail=f"{embedder.name} was not trained on {uncovered!r}: "
+                                          f"keywords lead the fusion (dense weight {weight})"))
     if folders:
         inside_hybrid = request.hybrid if request.hybrid is not None else False
         inside, inside_trace = _search(typed_query.query, vector, list(folders), request, store, tenant, thinking, hand_on,
-                                       inside_hybrid, narrowed=True)
+                                       inside_hybrid, narrowed=True, dense_weight=weight)
         trace.events += inside_trace.events
         trace.stats.vector_calls += inside_trace.stats.vector_calls
         trace.stats.rounds += inside_trace.stats.rounds
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace)
     if own_memories and request.user:
-        found, mem_trace = _search(typed_query.query, vector, mem_roots, request, store, tenant, thinking, request.limit, hybrid, narrowed=False)
+        found, mem_trace = _search(typed_query.query, vector, mem_roots, request, store, tenant, thinking, request.limit, hybrid,
+                                   narrowed=False, dense_weight=weight)
         found = [c for c in found if c.record.level is Level.DETAIL]  # a memory folder's summary cites nothing
         trace.stats.vector_calls += mem_trace.stats.vector_calls
         kept = relevant(found, candidates, threshold)
@@ -117,9 +130,9 @@ def retrieve(
 
 def _search(
     text: str, vector: list[float], roots: list[str], request: FindRequest, store: VectorStore, tenant: str,
-    thinking: ThinkingConfig | None, hand_on: int, hybrid: bool, *, narrowed: bool,
+    thinking: ThinkingConfig | None, hand_on: int, hybrid: bool, *, narrowed: bool, dense_weight: float | None = None,
 ) -> tuple[list[Candidate], ThinkingTrace]:
-    """One quick or thinking search under ``roots``."""
+    """One quick or thinking search under ``roots`` (``dense_weight``: the hybrid fusion's, None: the default)."""
     hybrid_text = text if hybrid else None  # dense + keyword, in either mode
     collapse = request.collapse_chunks  # one result per document unless asked
     if request.mode == "thinking":
@@ -130,9 +143,9 @@ def _search(
             cfg = replace(cfg, feedback_docs=0)
         return thinking_search(
             store, tenant, vector, roots, request.limit, request.filter, cfg, hand_on,
-            hybrid_text=hybrid_text, collapse_chunks=collapse,
+            hybrid_text=hybrid_text, collapse_chunks=collapse, dense_weight=dense_weight,
         )
-    return quick_search(store, tenant, vector, roots, hand_on, request.filter, hybrid_text, collapse)
+    return quick_search(store, tenant, vector, roots, hand_on, request.filter, hybrid_text, collapse, dense_weight)
 
 
 def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: float) -> list[Candidate]:

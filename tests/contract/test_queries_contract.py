@@ -107,6 +107,21 @@ def test_hybrid_search_fuses_dense_and_keyword_scores(store: VectorStore, tenant
     assert names_of(only_skills, records) == {"g"}
 
 
+
+def test_a_hybrid_query_can_let_the_keywords_lead(store: VectorStore, tenant: str) -> None:
+    # what a query in a language the embedder was not trained on asks for (cairn.stages.retrieve)
+    if not store.capabilities().hybrid:
+        pytest.skip(f"the {store.backend} backend declares no hybrid search")
+    seed(store, tenant)
+    q = vec((1, 1.0))  # dense favours c, keyword a, d, e
+    dense = [(h.record.id, h.score) for h in store.query(query(tenant, q, limit=20))]
+    keyword = [(h.record.id, h.score) for h in store.query(query(tenant, text="refunds", mode=SearchMode.KEYWORD, limit=20))]
+    led = store.query(query(tenant, q, text="refunds", mode=SearchMode.HYBRID, limit=3, dense_weight=0.0))
+    assert [h.record.id for h in led] == [k for k, _ in fuse(dense, keyword, 3, depth=20, dense_weight=0.0)]
+    assert {h.record.id for h in led} == {k for k, _ in keyword[:3]}  # c, first by cosine, is not among them
+    with pytest.raises(ValueError, match="dense_weight"):
+        query(tenant, q, text="refunds", mode=SearchMode.HYBRID, dense_weight=1.5)
+
 # ------------------------------------------------------------------ limits
 
 

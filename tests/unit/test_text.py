@@ -117,3 +117,16 @@ def test_words_are_the_tokens_bm25s_gives_without_importing_it(code):
     stemmer = analyze._stemmer(lang.stemmer).stemWords if lang and lang.stemmer else None
     expected = bm25s.tokenize(texts, stopwords=stop, stemmer=stemmer, return_ids=False, show_progress=False)
     assert analyze._alphabetic(texts, code) == expected
+
+
+def test_an_embedder_covers_the_languages_it_declares():
+    from cairn.embeddings.base import covers
+    from cairn.embeddings.local import LocalEmbedder
+    from cairn.embeddings.local_e5 import LocalE5Embedder
+
+    minilm, e5 = LocalEmbedder.__new__(LocalEmbedder), LocalE5Embedder.__new__(LocalE5Embedder)  # no model loaded
+    assert covers(minilm, "How long does a refund take?") is None
+    assert covers(minilm, "返金にはどのくらいかかりますか") == "ja"
+    assert covers(minilm, "환불은 얼마나 걸리나요?") == "other"
+    assert covers(minilm, "Erstattung zurückgezahlt", "de") == "de"  # the tenant's fixed language, not the guess
+    assert covers(e5, "返金にはどのくらいかかりますか") is None  # multilingual

@@ -158,6 +158,19 @@ def uncovered_languages(embedder: Embedder, texts: Sequence[str]) -> dict[str, i
     return counts
 
 
+def covers(embedder: Embedder, text: str, language: str | None = None) -> str | None:
+    """None when ``embedder`` was trained on the language of ``text`` (or declares no languages: a
+    multilingual model); else that language's code, so the caller can stop trusting the dense
+    side. ``language``: the tenant's fixed language (None or ``"auto"``: detected from ``text``)."""
+    covered = embedder.languages
+    if covered is None:
+        return None
+    from ..text import language_of
+
+    code = language_of(text, language)
+    return None if code in covered else code
+
+
 def normalize(mat: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(mat, axis=1, keepdims=True)
     norms[norms == 0] = 1.0

@@ -20,12 +20,14 @@ def quick_search(
     user_filter: dict | None = None,
     hybrid_text: str | None = None,
     collapse_chunks: bool = True,
+    dense_weight: float | None = None,
 ) -> tuple[list[Candidate], ThinkingTrace]:
     """One scoped search. With ``hybrid_text`` and a backend that declares hybrid search, dense
     and BM25 scores are fused (:mod:`cairn.vectorstores.fusion`: 0..1, on the dense scale);
     without, the search is dense and the trace says so. With ``collapse_chunks`` ``limit`` counts
     documents, one chunk each: the search reaches 2·limit deep, and searches again deeper when
-    the chunks of a few documents filled the page (the trace's stop reason says "deepened")."""
+    the chunks of a few documents filled the page (the trace's stop reason says "deepened").
+    ``dense_weight``: the fusion's weight of the dense score (None: the stores' default)."""
     started = time.perf_counter()
     trace = ThinkingTrace(stats=TraceStats(mode="quick"))
     if not roots:
@@ -46,6 +48,7 @@ def quick_search(
             mode=SearchMode.HYBRID if hybrid else SearchMode.DENSE,
             filter=scope_filter(roots, user_filter),
             limit=depth,
+            dense_weight=dense_weight if hybrid else None,
         )
         hits = store.query(req)
         trace.stats.vector_calls += 1

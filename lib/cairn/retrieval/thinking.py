@@ -93,6 +93,7 @@ class _Search:
         self.store, self.tenant, self.vector, self.cfg = store, tenant, vector, cfg
         self.collapse, self.hand_on = collapse, hand_on or limit
         self.text = text  # set: every search is hybrid (dense + keyword)
+        self.dense_weight: float | None = None  # the hybrid fusion's weight of the dense score (None: default)
         self.qvec = _unit(np.asarray(vector, dtype=np.float32))
         self.limit, self.user_filter = limit, user_filter
         self.pool: dict[str, Candidate] = {}
@@ -150,7 +151,8 @@ class _Search:
 
     def request(self, filter: dict[str, Any], limit: int) -> VectorQuery:
         mode = SearchMode.HYBRID if self.text else SearchMode.DENSE
-        return VectorQuery(tenant=self.tenant, vector=self.vector, text=self.text, mode=mode, filter=filter, limit=limit)
+        return VectorQuery(tenant=self.tenant, vector=self.vector, text=self.text, mode=mode, filter=filter, limit=limit,
+                           dense_weight=self.dense_weight if self.text else None)
 
     def global_search(self, roots: list[str]) -> None:
         k = self.cfg.global_k(self.limit)
@@ -245,14 +247,17 @@ def thinking_search(
     hand_on: int | None = None,
     hybrid_text: str | None = None,
     collapse_chunks: bool = True,
+    dense_weight: float | None = None,
 ) -> tuple[list[Candidate], ThinkingTrace]:
     """Hierarchical search; returns the best ``hand_on`` (default ``limit``) candidates and the trace.
     With ``hybrid_text`` and a backend that declares hybrid search, every search (the global one
-    and each expansion) fuses dense and keyword scores; without, it is dense and the trace says so."""
+    and each expansion) fuses dense and keyword scores (``dense_weight``: the dense score's share, None:
+    the default); without, it is dense and the trace says so."""
     cfg = config or ThinkingConfig()
     started = time.perf_counter()
     hybrid = bool(hybrid_text) and store.capabilities().hybrid
     s = _Search(store, tenant, vector, cfg, limit, user_filter, hybrid_text if hybrid else None, collapse_chunks, hand_on)
+    s.dense_weight = dense_weight
     if hybrid_text and not hybrid:
         s.trace.add("fallback", detail=f"the {store.backend} backend has no hybrid search: dense only")
     if not roots:

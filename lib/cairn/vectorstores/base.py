@@ -48,6 +48,9 @@ class VectorQuery(BaseModel):
     filter: dict[str, Any] | None = None
     limit: int = Field(default=10, ge=1, le=MAX_QUERY_LIMIT)
     include_vectors: bool = False
+    # hybrid only: how much the dense score counts in the fusion (None: the stores' DENSE_WEIGHT);
+    # lower where the embedder was not trained on the query's language (:func:`cairn.stages.retrieve`)
+    dense_weight: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class VectorHit(BaseModel):

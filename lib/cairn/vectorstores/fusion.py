@@ -28,6 +28,9 @@ from .base import MAX_QUERY_LIMIT
 K = TypeVar("K", bound=Hashable)
 
 DENSE_WEIGHT = 0.7
+# where the embedder was not trained on the query's language (``Embedder.languages``): its cosines
+# there rank noise, so the keyword side leads (benchmarks/README.md, "Languages")
+UNCOVERED_DENSE_WEIGHT = 0.0
 
 
 def hybrid_depth(limit: int) -> int:
@@ -45,12 +48,13 @@ def fuse(
     limit: int,
     *,
     depth: int | None = None,
-    dense_weight: float = DENSE_WEIGHT,
+    dense_weight: float | None = None,
 ) -> list[tuple[K, float]]:
     """The ``limit`` best keys of ``w·max(cos, 0) + (1−w)·bm25/max(bm25)``, best first (ties:
     dense order, then keyword order). ``dense``/``keyword``: (key, score) best first, each cut
-    at ``depth`` (default ``hybrid_depth(limit)``)."""
+    at ``depth`` (default ``hybrid_depth(limit)``); ``dense_weight``: ``w`` (None: ``DENSE_WEIGHT``)."""
     depth = depth or hybrid_depth(limit)
+    w = DENSE_WEIGHT if dense_weight is None else dense_weight
     cos = dict(dense)
     kw = dict(keyword)
     best_kw = max(kw.values(), default=0.0)
@@ -61,6 +65,6 @@ def fuse(
     for key in order:
         c = max(cos.get(key, cos_floor), 0.0)
         b = kw.get(key, kw_floor) / best_kw if best_kw > 0 else 0.0
-        fused[key] = dense_weight * c + (1.0 - dense_weight) * b
+        fused[key] = w * c + (1.0 - w) * b
     ranked = sorted(order, key=lambda key: -fused[key])  # stable: ties keep dense, then keyword order
     return [(key, fused[key]) for key in ranked[:limit]]

@@ -347,7 +347,8 @@ class LocalVectorStore(VectorStore):
             ranked = dense
         else:
             keyword = self._keyword_ranking(part, req, mask)
-            ranked = keyword if req.mode is SearchMode.KEYWORD else fuse(dense, keyword, req.limit, depth=hybrid_depth(req.limit))
+            ranked = keyword if req.mode is SearchMode.KEYWORD else fuse(
+                dense, keyword, req.limit, depth=hybrid_depth(req.limit), dense_weight=req.dense_weight)
         used = self._side(req.tenant).uses(part.ids[r] for r, _ in ranked)
         return [self._hit(part, r, s, req, used.get(part.ids[r])) for r, s in ranked]
 
