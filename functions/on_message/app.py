@@ -73,7 +73,7 @@ def _prefetch(msg: StreamMessage, ident: str, event_id: str) -> bool:
     retried. Runs in a worker thread: its log lines (and its workflow's) carry the record's eventID."""
     set_thread_correlation_id(event_id)
     try:
-        if services.sessions.prefetched_seq(msg.tenant, msg.session_id) >= msg.seq:
+        if services.session_store("the prefetch").prefetched_seq(msg.tenant, msg.session_id) >= msg.seq:
             log.info("prefetch skipped: already done for this message or a later one", session=msg.session_id, seq=msg.seq)
             return False  # a redelivered record (the same message) costs no search
         request = FindRequest(query=msg.content[:MAX_QUERY_CHARS], mode="thinking", limit=services.settings.default_limit)

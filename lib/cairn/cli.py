@@ -18,9 +18,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import CairnError, RequestError
+
+if TYPE_CHECKING:  # the CLI imports what a command needs when it runs (`cairn --help` stays fast)
+    from .app import Application, Principal
+    from .pipeline import Cairn
+    from .services import Services
 
 DEMO_DIALOGUE = (
     ("user", "I am reading the concepts pages of the docs."),
@@ -40,7 +45,7 @@ def _progress(stage: str, done: int, total: int) -> None:
         print(f"  {stage}: {done}/{total} records", end=end, file=sys.stderr, flush=True)
 
 
-def _services(args: argparse.Namespace) -> Any:
+def _services(args: argparse.Namespace) -> Services:
     """The composition root for this command (services are built when first used)."""
     from .config import load_settings
     from .services import Services
@@ -48,11 +53,11 @@ def _services(args: argparse.Namespace) -> Any:
     return Services(load_settings(home=args.home, tenant=args.tenant))
 
 
-def _service(args: argparse.Namespace) -> Any:
+def _service(args: argparse.Namespace) -> Cairn:
     return _services(args).cairn()
 
 
-def _ops(args: argparse.Namespace) -> tuple[Any, Any]:
+def _ops(args: argparse.Namespace) -> tuple[Application, Principal]:
     """The application layer and the CLI's principal: the tenant's admin (whoever runs the command
     owns the home it reads and writes)."""
     from .app import Principal

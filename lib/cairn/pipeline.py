@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import stages
 from .config import Settings, load_settings
@@ -30,6 +30,22 @@ from .requests import FindRequest, parse_request
 from .retrieval.thinking import ThinkingConfig
 from .services import Services
 
+if TYPE_CHECKING:
+    from .api.models import Contents, Deleted, IngestSummary, Tree
+    from .app import Principal
+    from .app.application import FindAnswer
+    from .app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
+    from .context import ContextBlock
+    from .embeddings import Embedder
+    from .ingest import ContentStore
+    from .ingest.reader import ReadResult
+    from .llm.base import LLMClient
+    from .memory import CommitResult, RememberResult
+    from .planning.base import Planner
+    from .rerank.base import Reranker
+    from .sessions.base import Message, Session, SessionStore, SessionView
+    from .vectorstores import VectorStore
+
 _PARTS = ("reranker", "planner", "sessions", "content", "llm", "recorder")
 
 
@@ -38,8 +54,8 @@ class Pipeline:
 
     def __init__(
         self,
-        store: Any,
-        embedder: Any = None,
+        store: VectorStore | Services,
+        embedder: Embedder | str | None = None,
         tenant: str | None = None,
         *,
         settings: Settings | None = None,
@@ -64,26 +80,40 @@ class Pipeline:
 
     # the services, read through the composition root (built on first use)
     # the tenant's index, checked once per process to have been filled by the configured embedder
-    store = property(lambda self: self.services.checked_store(self.tenant))
-    embedder = property(lambda self: self.services.embedder)
-    sessions = property(lambda self: self.services.sessions)
-    content = property(lambda self: self.services.content)
-    llm = property(lambda self: self.services.llm)
+    @property
+    def store(self) -> VectorStore:
+        return self.services.checked_store(self.tenant)
 
     @property
-    def reranker(self) -> Any:
+    def embedder(self) -> Embedder:
+        return self.services.embedder
+
+    @property
+    def sessions(self) -> SessionStore | None:
+        return self.services.sessions
+
+    @property
+    def content(self) -> ContentStore | None:
+        return self.services.content
+
+    @property
+    def llm(self) -> LLMClient | None:
+        return self.services.llm
+
+    @property
+    def reranker(self) -> Reranker | None:
         return self.services.reranker
 
     @reranker.setter
-    def reranker(self, value: Any) -> None:
+    def reranker(self, value: Reranker | None) -> None:
         self.services.__dict__["reranker"] = value
 
     @property
-    def planner(self) -> Any:
+    def planner(self) -> Planner | None:
         return self.services.planner(self.tenant)
 
     @planner.setter
-    def planner(self, value: Any) -> None:
+    def planner(self, value: Planner | None) -> None:
         self.services.set_planner(self.tenant, value)
 
     # ------------------------------------------------------------------ retrieval
@@ -105,7 +135,7 @@ class Pipeline:
         result = self._run(request, plan, rerank=rerank)
         result.query_plan = plan
         if session_id is not None:
-            self.sessions.set_prefetched(self.tenant, session_id, result.to_dict())
+            self.session_store().set_prefetched(self.tenant, session_id, result.to_dict())
         return self._used(result)
 
     @staticmethod
@@ -138,13 +168,15 @@ class Pipeline:
             return request  # hybrid=None: decided per typed query (stages.retrieve)
         return request.model_copy(update={"hybrid": chosen})
 
-    def session_view(self, session_id: str | None) -> Any:
+    def session_view(self, session_id: str | None) -> SessionView | None:
         """The session a search plans with (None without one); a clear error without a store."""
         if session_id is None:
             return None
-        if self.sessions is None:
-            raise ConfigError("search() with a session needs a session store")
-        return self.sessions.get(self.tenant, session_id)
+        return self.session_store("search() with a session").get(self.tenant, session_id)
+
+    def session_store(self, what: str = "this operation") -> SessionStore:
+        """The session store, or a clear error when these services were built without one."""
+        return self.services.session_store(what)
 
     def _run(self, request: FindRequest, plan: Any, rerank: bool) -> FindResult:
         reranker = self.reranker if rerank else None
@@ -188,7 +220,7 @@ class Pipeline:
         fmt = options.pop("format", "folder")
         return self.ingestor(**options).ingest_path(Path(path), root_uri, progress, format=fmt)
 
-    def read(self, uri: str, level: int = 0) -> Any:
+    def read(self, uri: str, level: int = 0) -> ReadResult:
         """Progressive reading: L0 abstract, L1 overview, L2 full body."""
         from .ingest.reader import read
 
@@ -199,11 +231,11 @@ class Pipeline:
 
     # ------------------------------------------------------------------ memory
 
-    def after_append(self, session_id: str) -> Any:
+    def after_append(self, session_id: str) -> CommitResult | None:
         """Keep a session bounded after an append: when more messages are held than the store keeps
         before compressing, the new ones become memories first (for a session with a user), then
         the oldest are folded into the summary. Returns the commit, if one ran."""
-        sessions = self.sessions
+        sessions = self.session_store("appending to a session")
         view = sessions.get(self.tenant, session_id, recent=0)
         committed = None
         if view.unsummarized_count > sessions.max_messages and view.session.user and view.uncommitted_count:
@@ -211,12 +243,12 @@ class Pipeline:
         sessions.compress_if_needed(self.tenant, session_id)
         return committed
 
-    def remember(self, user: str, text: str, category: str, **options: Any) -> Any:
+    def remember(self, user: str, text: str, category: str, **options: Any) -> RememberResult:
         """Add or update one memory of ``user`` under ``cairn://user/{user}/memories/<category>/...``
         without touching the others (options: key, title, metadata, source)."""
         return self.services.memory(self.tenant).remember(user, text, category, **options)
 
-    def commit(self, session_id: str) -> Any:
+    def commit(self, session_id: str) -> CommitResult:
         """Turn the session's messages since its last commit into memories of its user (archived
         turns without an LLM; typed, merged memories with one). Committing twice adds nothing."""
         return self.services.memory(self.tenant).commit(session_id)
@@ -230,8 +262,8 @@ class Cairn:
     tenant's admin). The engine's parts (``store``, ``embedder``, ``reranker``, ``planner``,
     ``thinking``, ``stats``, ``ingestor()``, ...) are those of :attr:`pipeline`."""
 
-    def __init__(self, store: Any, embedder: Any = None, tenant: str | None = None, *,
-                 principal: Any = None, **options: Any) -> None:
+    def __init__(self, store: VectorStore | Services, embedder: Embedder | str | None = None, tenant: str | None = None, *,
+                 principal: Principal | None = None, **options: Any) -> None:
         from .app import Application, Principal
 
         self.pipeline = Pipeline(store, embedder, tenant, **options)
@@ -276,7 +308,7 @@ class Cairn:
         request, given = self._request(query, options, default_mode="quick")
         return self.app.find(self.principal, request, rerank=rerank, limit_given=given)
 
-    def search(self, query: str | FindRequest, session_id: str | None = None, **options: Any) -> Any:
+    def search(self, query: str | FindRequest, session_id: str | None = None, **options: Any) -> FindAnswer:
         """Plan with the session (if any), then retrieve in thinking mode and rerank; the answer
         becomes the session's prefetched context."""
         rerank = options.pop("rerank", True)
@@ -284,7 +316,7 @@ class Cairn:
         return self.app.search(self.principal, request, session_id, rerank=rerank, limit_given=given)
 
     def context(self, query: str | FindRequest, session_id: str | None = None, *, budget_tokens: int | None = None,
-                **options: Any) -> Any:
+                **options: Any) -> ContextBlock:
         """A prompt-ready block for ``query`` (with the session, when given) within ``budget_tokens``."""
         rerank = options.pop("rerank", True)
         request, given = self._request(query, options, default_mode="thinking")
@@ -304,19 +336,19 @@ class Cairn:
 
     # ------------------------------------------------------------------ content
 
-    def read(self, uri: str, level: int = 0) -> Any:
+    def read(self, uri: str, level: int = 0) -> Contents:
         """Progressive reading: L0 abstract, L1 overview, L2 full body (the whole text)."""
         return self.app.read(self.principal, uri, level, 0, 10**12)
 
-    def contents(self, uri: str, level: int = 0, *, offset: int = 0, max_chars: int | None = None) -> Any:
+    def contents(self, uri: str, level: int = 0, *, offset: int = 0, max_chars: int | None = None) -> Contents:
         """One page of ``uri`` at ``level`` (``next_offset`` reads on)."""
         return self.app.read(self.principal, uri, level, offset, max_chars or 200_000)
 
-    def tree(self, uri: str, depth: int = 1, limit: int = 100) -> Any:
+    def tree(self, uri: str, depth: int = 1, limit: int = 100) -> Tree:
         return self.app.tree(self.principal, uri, depth, limit)
 
     def put_documents(self, root_uri: str, documents: Any, *, sync: bool = False, chunk_chars: int | None = None,
-                      chunk_overlap: int | None = None) -> Any:
+                      chunk_overlap: int | None = None) -> IngestSummary:
         """Upsert documents (dicts or payload documents) under ``root_uri``; siblings stay unless ``sync``."""
         from .api.models import DocumentsPut
 
@@ -324,7 +356,7 @@ class Cairn:
                                             "chunk_chars": chunk_chars, "chunk_overlap": chunk_overlap})
         return self.app.put_documents(self.principal, body)
 
-    def delete_documents(self, uri: str) -> Any:
+    def delete_documents(self, uri: str) -> Deleted:
         return self.app.delete_documents(self.principal, uri)
 
     def ingestor(self, **options: Any) -> Ingestor:
@@ -345,7 +377,7 @@ class Cairn:
 
     # ------------------------------------------------------------------ memory
 
-    def remember(self, text: str, category: str, *, user: str | None = None, **fields: Any) -> Any:
+    def remember(self, text: str, category: str, *, user: str | None = None, **fields: Any) -> RememberResult:
         """Add or update one memory of ``user`` (a user principal's own by default) without
         touching the others (fields: key, title, metadata, source)."""
         from .api.models import MemoryPut
@@ -353,40 +385,40 @@ class Cairn:
         body = parse_request(MemoryPut, {"text": text, "category": category, "user": user, **fields})
         return self.app.remember(self.principal, body)
 
-    def forget(self, uri: str) -> Any:
+    def forget(self, uri: str) -> Forgotten:
         return self.app.forget(self.principal, uri)
 
-    def list_memories(self, user: str | None = None, *, category: str | None = None) -> Any:
+    def list_memories(self, user: str | None = None, *, category: str | None = None) -> MemoryList:
         return self.app.memories(self.principal, self._user(user), category)
 
     # ------------------------------------------------------------------ sessions
 
-    def create_session(self, user: str | None = None, ttl_s: int | None = None) -> Any:
+    def create_session(self, user: str | None = None, ttl_s: int | None = None) -> Session:
         return self.app.create_session(self.principal, user, ttl_s)
 
-    def get_session(self, session_id: str, recent: int = 5) -> Any:
+    def get_session(self, session_id: str, recent: int = 5) -> SessionView:
         return self.app.get_session(self.principal, session_id, recent)
 
     def delete_session(self, session_id: str) -> bool:
         return self.app.delete_session(self.principal, session_id)
 
     def append_message(self, session_id: str, role: str, content: str, *, name: str | None = None,
-                       created_at: float | None = None, idempotency_key: str | None = None) -> Any:
+                       created_at: float | None = None, idempotency_key: str | None = None) -> Message:
         return self.app.append_message(self.principal, session_id, role, content, name=name, created_at=created_at,
                                        idempotency_key=idempotency_key)
 
-    def commit(self, session_id: str) -> Any:
+    def commit(self, session_id: str) -> CommitResult:
         """Turn the session's messages since its last commit into memories of its user."""
         return self.app.commit(self.principal, session_id)
 
-    def list_sessions(self, user: str | None = None) -> Any:
+    def list_sessions(self, user: str | None = None) -> SessionList:
         """The sessions of ``user`` (a user principal's own by default)."""
         return self.app.sessions(self.principal, self._user(user))
 
-    def export_user(self, user: str | None = None) -> Any:
+    def export_user(self, user: str | None = None) -> UserExport:
         return self.app.export_user(self.principal, self._user(user))
 
-    def erase_user(self, user: str | None = None) -> Any:
+    def erase_user(self, user: str | None = None) -> UserErased:
         return self.app.erase_user(self.principal, self._user(user))
 
     # ------------------------------------------------------------------ service
@@ -394,7 +426,7 @@ class Cairn:
     def statistics(self) -> dict[str, Any]:
         return self.app.stats(self.principal)
 
-    def me(self) -> Any:
+    def me(self) -> Me:
         return self.app.me(self.principal)
 
     def _user(self, user: str | None) -> str:

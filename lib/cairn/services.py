@@ -19,8 +19,9 @@ An optional extra that a configuration needs and that is not installed is one
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from .config import Settings, load_settings
 from .errors import ConfigError, require
@@ -31,20 +32,26 @@ if TYPE_CHECKING:
     from .embeddings import Embedder
     from .ingest import ContentStore
     from .ingest.fetchguard import FetchPolicy
+    from .llm.base import LLMClient
+    from .memory import MemoryService, UseRecorder
     from .observability.operations import OperationStats
     from .observability.stats import RetrievalStats
     from .pipeline import Cairn, Pipeline
+    from .planning.base import Planner
+    from .protocols import S3Client, StepFunctionsClient
     from .ratelimit import RateLimiter
+    from .rerank.base import Reranker
+    from .sessions.base import SessionStore
     from .vectorstores import VectorStore
 
-_UNSET: Any = object()
+_UNSET = object()  # no planner given: each tenant's is built from the settings
 _SERVICES = ("store", "embedder", "llm", "reranker", "sessions", "content", "sfn", "s3", "recorder", "limiter")
 
 
 class Services:
     """The services of one process (or Lambda container), built from :class:`Settings` once."""
 
-    def __init__(self, settings: Settings | None = None, **given: Any) -> None:
+    def __init__(self, settings: Settings | None = None, **given: object) -> None:
         unknown = sorted(set(given) - set(_SERVICES) - {"planner"})
         if unknown:
             raise ConfigError(f"Services: unknown service(s) {', '.join(unknown)}; known: {', '.join(_SERVICES)}, planner")
@@ -54,7 +61,7 @@ class Services:
         for name, value in given.items():
             self.__dict__[name] = value  # pre-fills the cached_property of that name
         self._lock = threading.Lock()
-        self._planners: dict[str, Any] = {}
+        self._planners: dict[str, Planner | None] = {}
         self._stats: dict[str, RetrievalStats] = {}
         self._identity_checked: set[str] = set()
 
@@ -65,9 +72,9 @@ class Services:
         return load_settings()
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Services:
+    def from_settings(cls, settings: Settings | None = None, **overrides: object) -> Services:
         """Services for ``settings`` (default: :func:`load_settings` with ``overrides``)."""
-        return cls(settings if settings is not None else load_settings(**overrides))
+        return cls(settings if settings is not None else load_settings(None, **overrides))
 
     # ------------------------------------------------------------------ the services
 
@@ -129,14 +136,14 @@ class Services:
                         self.embedder)
 
     @cached_property
-    def llm(self) -> Any:
+    def llm(self) -> LLMClient | None:
         """The configured LLM client, or None (the embedded default has no LLM)."""
         from .observability.usage import watch
 
         client = self._build_llm()
         return watch(client) if client is not None else None
 
-    def _build_llm(self) -> Any:
+    def _build_llm(self) -> LLMClient | None:
         cfg = self.settings.llm
         if cfg is None:
             return None
@@ -160,7 +167,7 @@ class Services:
         )
 
     @cached_property
-    def reranker(self) -> Any:
+    def reranker(self) -> Reranker | None:
         """The configured reranker, or None (``rerank.kind = none``)."""
         cfg = self.settings.rerank
         if cfg.kind == "none":
@@ -185,23 +192,36 @@ class Services:
         return LiteLLMReranker(model=cfg.model, api_base=cfg.base_url, api_key=self.secret(cfg.api_key, "rerank.api_key"))
 
     @cached_property
-    def sessions(self) -> Any:
+    def sessions(self) -> SessionStore | None:
+        """The session store (None only where a host built these services without one)."""
         from .sessions import open_session_store
+        from .sessions.base import Summarizer
 
         cfg = self.settings.sessions
-        options: dict[str, Any] = {}
-        if self.settings.llm is not None:  # compression folds old messages into the summary with the LLM
+        summarizer: Summarizer | None = None
+        llm = self.llm if self.settings.llm is not None else None
+        if llm is not None:  # compression folds old messages into the summary with the LLM
             from .sessions.compression import LLMSummarizer
 
-            options["summarizer"] = LLMSummarizer(self.llm)
-        options["hold_uncommitted"] = True  # never fold a message into the summary before it became memories
+            summarizer = LLMSummarizer(llm)
+        # hold_uncommitted: never fold a message into the summary before it became memories
         if cfg.backend == "sqlite":
-            return open_session_store("sqlite", path=cfg.path or self.settings.home / "sessions.db", **options)
+            return open_session_store("sqlite", path=cfg.path or self.settings.home / "sessions.db",
+                                      summarizer=summarizer, hold_uncommitted=True)
         require("boto3", extra="aws", feature="DynamoDB sessions")
-        return open_session_store("dynamodb", table=cfg.table, region=cfg.region, endpoint_url=cfg.endpoint_url, **options)
+        return open_session_store("dynamodb", table=cfg.table, region=cfg.region, endpoint_url=cfg.endpoint_url,
+                                  summarizer=summarizer, hold_uncommitted=True)
+
+    def session_store(self, what: str = "this operation") -> SessionStore:
+        """:attr:`sessions`, or a clear error naming ``what`` needs one when these services were
+        built without a session store."""
+        sessions = self.sessions
+        if sessions is None:
+            raise ConfigError(f"{what} needs a session store (CAIRN_SESSIONS)")
+        return sessions
 
     @cached_property
-    def content(self) -> ContentStore:
+    def content(self) -> ContentStore | None:
         from .ingest.content import LocalContentStore, S3ContentStore
 
         cfg = self.settings.content
@@ -211,26 +231,26 @@ class Services:
         return LocalContentStore(cfg.path or self.settings.home / "content")
 
     @cached_property
-    def sfn(self) -> Any:
+    def sfn(self) -> StepFunctionsClient:
         """Step Functions: one try (a throttle answers 503 and the caller retries), and a read
         timeout (``workflow_timeout_s``, 27 s) just longer than the workflow's own (25 s), inside the
         API function's 29 s."""
         timeout = self.settings.workflow_timeout_s
 
-        def make() -> Any:
+        def make() -> object:
             boto3 = require("boto3", extra="aws", feature="the Step Functions workflow")
             from botocore.config import Config
 
             config = Config(connect_timeout=2, read_timeout=timeout, retries={"max_attempts": 1, "mode": "standard"})
             return boto3.client("stepfunctions", config=config)
 
-        return _OnFirstUse(make)  # made on first use, as s3
+        return cast("StepFunctionsClient", _OnFirstUse(make))  # made on first use, as s3
 
     @cached_property
-    def s3(self) -> Any:
+    def s3(self) -> S3Client:
         """An S3 client, made on first use: a process that never reads S3 never imports boto3
         (~1 s: the embedded default's CLI and server never pay it)."""
-        return _OnFirstUse(lambda: require("boto3", extra="aws", feature="S3").client("s3"))
+        return cast("S3Client", _OnFirstUse(lambda: require("boto3", extra="aws", feature="S3").client("s3")))
 
     @cached_property
     def fetch_policy(self) -> FetchPolicy:
@@ -263,7 +283,7 @@ class Services:
 
         return OperationStats()
 
-    def memory(self, tenant: str) -> Any:
+    def memory(self, tenant: str) -> MemoryService:
         """``tenant``'s memories (:class:`cairn.memory.MemoryService`): remember, commit."""
         from .memory import MemoryService
 
@@ -275,7 +295,7 @@ class Services:
                              llm=self.llm if use_llm else None, window=cfg.memory_window)
 
     @cached_property
-    def recorder(self) -> Any:
+    def recorder(self) -> UseRecorder | None:
         """Counts what is returned and read (hotness), flushed to the store by a background thread;
         None when ``record_use`` is off."""
         if not self.settings.record_use:
@@ -288,21 +308,21 @@ class Services:
         atexit.register(recorder.close)  # what is still buffered is written when the process ends
         return recorder
 
-    def planner(self, tenant: str) -> Any:
+    def planner(self, tenant: str) -> Planner | None:
         """The planner of ``tenant`` (its folder-name resolver is the tenant's own); None: raw."""
         with self._lock:
             if self._planner_given is not _UNSET and tenant not in self._planners:
-                return self._planner_given
+                return cast("Planner | None", self._planner_given)
             if tenant not in self._planners:
                 self._planners[tenant] = self._build_planner(tenant)
             return self._planners[tenant]
 
-    def set_planner(self, tenant: str, planner: Any) -> None:
+    def set_planner(self, tenant: str, planner: Planner | None) -> None:
         """Replace ``tenant``'s planner (a host application's own, or a test's)."""
         with self._lock:
             self._planners[tenant] = planner
 
-    def _build_planner(self, tenant: str) -> Any:
+    def _build_planner(self, tenant: str) -> Planner | None:
         choice = self.settings.planner
         if choice == "auto":
             choice = "llm" if self.settings.llm is not None else "session-rewrite"
@@ -392,14 +412,15 @@ class Services:
 
 
 class _OnFirstUse:
-    """Stands for the object ``make()`` returns, made the first time an attribute is read."""
+    """Stands for the object ``make()`` returns, made the first time an attribute is read (the
+    accessor casts it to the protocol of what it stands for)."""
 
-    def __init__(self, make: Any) -> None:
+    def __init__(self, make: Callable[[], object]) -> None:
         self._make = make
-        self._made: Any = None
+        self._made: object | None = None
         self._lock = threading.Lock()
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         if self._made is None:
             with self._lock:
                 if self._made is None:
@@ -407,7 +428,10 @@ class _OnFirstUse:
         return getattr(self._made, name)
 
 
-def _checked(store: Any, embedder: Any) -> Any:
+StoreT = TypeVar("StoreT", bound="VectorStore")
+
+
+def _checked(store: StoreT, embedder: Embedder) -> StoreT:
     """The store, once its index's dimension is known to be the embedder's (one call at start-up)."""
     from .embeddings.base import check_dimension
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,6 +54,7 @@ from .requests import FindRequest, parse_request
 from .stages import RetrieveOutput
 
 if TYPE_CHECKING:
+    from .models import FindResult
     from .services import Services
 
 __all__ = [
@@ -282,7 +283,7 @@ def search(services: Services, tenant: str, request: FindRequest, session_id: st
     cairn = services.cairn(tenant)
     request = cairn.with_defaults(request, search=True)
     if not services.settings.state_machine_arn:
-        result = cairn.search(request, session_id, rerank=rerank)
+        result = cast("FindResult", cairn.search(request, session_id, rerank=rerank))  # no workflow: answered in process
         from .observability.usage import record_usage, retrieval_counts
 
         record_usage(tenant, "search", **retrieval_counts(result))
@@ -303,7 +304,8 @@ def search(services: Services, tenant: str, request: FindRequest, session_id: st
             "(shorten the filter's value lists or the query)"
         )
     out = start_sync(services, start)
-    if session_id is not None and not services.sessions.set_prefetched(tenant, session_id, out, seq=prefetch_seq):
+    sessions = services.sessions  # a session_id was checked against it before the workflow ran
+    if session_id is not None and sessions is not None and not sessions.set_prefetched(tenant, session_id, out, seq=prefetch_seq):
         log.info("prefetch not stored: a later message's is", session=session_id, seq=prefetch_seq)
     return out
 

@@ -24,10 +24,11 @@ from .principal import Principal, Role
 
 if TYPE_CHECKING:
     from ..api.models import Contents, Deleted, DocumentsPut, IngestSummary, MemoryPut, Tree
+    from ..context import ContextBlock
     from ..memory import CommitResult, RememberResult
     from ..pipeline import Pipeline
     from ..services import Services
-    from ..sessions.base import Message, Session, SessionView
+    from ..sessions.base import Message, Session, SessionStore, SessionView
 
 FindAnswer = FindResult | FindResponse
 
@@ -95,7 +96,7 @@ class Application:
         return result
 
     def context(self, principal: Principal, request: FindRequest, session_id: str | None = None, *,
-                budget_tokens: int | None = None, rerank: bool = True, limit_given: bool = True) -> Any:
+                budget_tokens: int | None = None, rerank: bool = True, limit_given: bool = True) -> ContextBlock:
         """A prompt-ready block: a search, then its passages numbered and cut to the token budget."""
         policy.check_role(principal, "context")
         from ..context import build_context, token_counter
@@ -264,7 +265,7 @@ class Application:
 
     # ------------------------------------------------------------------ helpers
 
-    def _sessions(self) -> Any:
+    def _sessions(self) -> SessionStore:
         if self.services.sessions is None:
             raise ConfigError("this operation needs a session store (CAIRN_SESSIONS)")
         return self.services.sessions

@@ -161,8 +161,9 @@ def uncovered_languages(embedder: Embedder, texts: Sequence[str]) -> dict[str, i
 def covers(embedder: Embedder, text: str, language: str | None = None) -> str | None:
     """None when ``embedder`` was trained on the language of ``text`` (or declares no languages: a
     multilingual model); else that language's code, so the caller can stop trusting the dense
-    side. ``language``: the tenant's fixed language (None or ``"auto"``: detected from ``text``)."""
-    covered = embedder.languages
+    side. ``language``: the tenant's fixed language (None or ``"auto"``: detected from ``text``).
+    A host's own embedder that declares nothing is taken as covering every language, as before."""
+    covered = getattr(embedder, "languages", None)
     if covered is None:
         return None
     from ..text import language_of

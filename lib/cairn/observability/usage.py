@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import Any, TypeVar
 
 from .logging import get_logger
+
+T = TypeVar("T")
 
 log = get_logger("cairn.usage")
 
@@ -38,7 +40,7 @@ _seen: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionar
 _lock = threading.Lock()
 
 
-def watch(client: Any) -> Any:
+def watch(client: T) -> T:
     """Count ``client``'s billable work (an embedder's requests and tokens, an LLM's calls and
     tokens) into the usage lines of this process; returns it."""
     try:
