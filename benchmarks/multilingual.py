@@ -190,9 +190,9 @@ def english_tokens(data: Path) -> dict[str, Any]:
         base = data / name
         if not base.is_dir():
             continue
-        docs = [json.loads(line) for line in open(base / "corpus.jsonl", encoding="utf-8")]
+        docs = [json.loads(line) for line in (base / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
         texts = [" ".join(filter(None, (d.get("title"), d.get("text")))) for d in docs]
-        queries = [json.loads(line)["text"] for line in open(base / "queries.jsonl", encoding="utf-8")]
+        queries = [json.loads(line)["text"] for line in (base / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line]
         texts += queries
         before, after = _whitespace(texts), keywords.tokenize(texts)
         out[name] = {"texts": len(texts), "differ": sum(a != b for a, b in zip(before, after, strict=True)),
