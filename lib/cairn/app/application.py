@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import uri as uris
-from ..errors import ConfigError, RequestError
+from ..errors import RequestError
 from ..models import ContextType, FindResponse, FindResult
 from ..observability.usage import record_usage, retrieval_counts
 from ..requests import FindRequest
@@ -266,9 +266,7 @@ class Application:
     # ------------------------------------------------------------------ helpers
 
     def _sessions(self) -> SessionStore:
-        if self.services.sessions is None:
-            raise ConfigError("this operation needs a session store (CAIRN_SESSIONS)")
-        return self.services.sessions
+        return self.services.session_store()
 
     def _own_session(self, principal: Principal, session_id: str) -> None:
         """The session exists in the principal's tenant and belongs to a user it may act for."""
