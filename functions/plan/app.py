@@ -12,9 +12,10 @@ from typing import Any
 from cairn import stages
 from cairn.observability.usage import record_usage
 from cairn.services import Services
-from cairn.workflow import PlanOutput, WorkflowInput, parse_state, task_errors
+from cairn.workflow import PlanOutput, WorkflowInput, parse_state, prepare_at_init, task_errors
 
 services = Services()  # built on the first invocation, then reused while the container is warm
+prepare_at_init(services, ("settings", "sessions", "llm"))  # SnapStart / provisioned concurrency: before the snapshot
 
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:

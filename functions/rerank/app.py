@@ -12,9 +12,10 @@ from typing import Any
 from cairn import stages
 from cairn.observability.usage import record_usage, retrieval_counts
 from cairn.services import Services
-from cairn.workflow import RerankInput, hydrate, parse_state, raise_failure, task_errors
+from cairn.workflow import RerankInput, hydrate, parse_state, prepare_at_init, raise_failure, task_errors
 
 services = Services()  # built on the first invocation, then reused while the container is warm
+prepare_at_init(services, ("settings", "store", "embedder", "reranker"))  # SnapStart / provisioned concurrency: before the snapshot
 
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:

@@ -11,9 +11,10 @@ from typing import Any
 
 from cairn import stages
 from cairn.services import Services
-from cairn.workflow import RetrieveTask, compact, parse_state, task_errors, to_state
+from cairn.workflow import RetrieveTask, compact, parse_state, prepare_at_init, task_errors, to_state
 
 services = Services()  # built on the first invocation, then reused while the container is warm
+prepare_at_init(services, ("settings", "store", "embedder"))  # SnapStart / provisioned concurrency: before the snapshot
 
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:

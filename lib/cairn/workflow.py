@@ -341,3 +341,28 @@ def parse_state(model: type[BaseModel], event: Any) -> Any:
     state = parse_request(model, event)
     log.info("task started", state=model.__name__, tenant=getattr(state, "tenant", None))
     return state
+
+
+# Lambda's AWS_LAMBDA_INITIALIZATION_TYPE when the init is snapshotted (SnapStart) or kept warm
+# (provisioned concurrency): what it builds then, no request pays for
+PREPARED_INITS = ("snap-start", "provisioned-concurrency")
+
+
+def prepare_at_init(services: Services, names: tuple[str, ...]) -> list[str]:
+    """Under SnapStart or provisioned concurrency, build ``names`` (attributes of ``services``:
+    settings, store, embedder, ...) now, at init, each on its own; on demand, nothing. One that
+    cannot be built is logged and left to the first invocation, which fails as it would have.
+    Returns the names built."""
+    import os
+
+    if os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") not in PREPARED_INITS:
+        return []
+    built = []
+    for name in names:
+        try:
+            getattr(services, name)
+            built.append(name)
+        except Exception as exc:  # noqa: BLE001 - the first invocation meets the same error and reports it
+            get_logger("cairn.workflow").warning("not prepared at init", service=name, error=type(exc).__name__,
+                                                 message=str(exc)[:300])
+    return built

@@ -834,3 +834,22 @@ def test_a_snapstart_init_builds_every_client_before_the_snapshot(monkeypatch, t
     monkeypatch.delenv("AWS_LAMBDA_INITIALIZATION_TYPE")
     spec.loader.exec_module(module)  # an on-demand init builds nothing before its first request
     assert "sfn" not in module.services.__dict__
+
+
+@pytest.mark.parametrize("function, prepared", [("retrieve", {"settings", "store", "embedder"}),
+                                                ("rerank", {"settings", "store", "embedder", "reranker"})])
+def test_a_workflow_functions_snapstart_init_builds_its_clients(monkeypatch, tmp_path, function, prepared):
+    """WorkflowSnapStart / WorkflowProvisionedConcurrency: the init of retrieve and rerank builds the
+    store and the embedder (their clients) before the snapshot; an on-demand init builds none."""
+    monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "snap-start")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("CAIRN_HOME", str(tmp_path))
+    path = REPO / "functions" / function / "app.py"
+    spec = importlib.util.spec_from_file_location(f"cairn_function_{function}_snapstart", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    assert prepared <= set(module.services.__dict__), set(module.services.__dict__)
+    monkeypatch.delenv("AWS_LAMBDA_INITIALIZATION_TYPE")
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    assert not {"store", "embedder"} & set(module.services.__dict__)
