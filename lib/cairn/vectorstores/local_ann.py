@@ -4,9 +4,9 @@ inner product over the unit vectors), built in the background, kept beside the s
 * **When**: a partition of at least ``min_rows`` live rows, with faiss installed (the ``ann``
   extra) and the store's ``ann`` setting ``auto``. Smaller partitions, scoped queries whose
   pre-filter keeps less than half the rows, and ``ann = "exact"`` use exact search.
-* **What it covers**: the rows of the partition's oldest segments (at least 90 % of its rows);
+* **What it covers**: the rows of the partition's oldest segments (at least 99 % of its rows);
   rows written since are scored exactly and merged in, and replaced or deleted rows are dropped
-  by the live mask, so a write never waits for the index. When the uncovered rows pass 1/8 of
+  by the live mask, so a write never waits for the index. When the uncovered rows pass 1/32 of
   the partition, or a compaction rewrites a covered segment, the index is built again.
 * **Recall**: scores of the candidates are exact inner products; how many lists a query visits
   (``nprobe``) is chosen at build time on the tenant's own vectors: the smallest that gives
@@ -31,8 +31,8 @@ import numpy as np
 from ..observability.logging import get_logger
 
 RECALL = 0.98  # on queries made from the tenant's rows; held-out MiniLM queries land ~0.01-0.02 lower
-COVER = 0.9  # the index covers the oldest segments holding at least this share of the rows
-STALE = 1 / 8  # rebuilt when the rows it does not cover pass this share
+COVER = 0.99  # the index covers the oldest segments holding at least this share of the rows (the rest: exact)
+STALE = 1 / 32  # rebuilt when the rows it does not cover (scored exactly) pass this share
 _NPROBES = (4, 8, 16, 32, 64, 128, 256)
 _log = get_logger(__name__)
 
