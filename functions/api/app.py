@@ -15,12 +15,12 @@ With SnapStart or provisioned concurrency (template parameters ``ApiSnapStart``,
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from cairn.api import AuthorizerConfig, build_app
 from cairn.api.routes import resolve
 from cairn.services import Services
+from cairn.workflow import prepare_at_init
 
 services = Services()  # built on the first request that needs them, then reused while warm
 app = build_app(services, AuthorizerConfig.from_env())
@@ -30,25 +30,17 @@ PREPARED = ("settings", "sfn", "sessions", "content", "store", "embedder", "limi
 
 
 def prepare() -> list[str]:
-    """Build the clients now (init, before the snapshot), each on its own: one that cannot be built
-    is left to the first request, which answers its error. Returns those built."""
-    from cairn.observability.logging import get_logger
-
-    built = []
-    for name in PREPARED:
-        try:
-            service = getattr(services, name)
-            if name == "limiter" and getattr(service.counter, "table", None):
-                _ = service.counter.client  # the counters' DynamoDB client
-            built.append(name)
-        except Exception as exc:  # noqa: BLE001 - the first request meets the same error and answers it
-            get_logger("cairn.functions.api").warning("not prepared at init", service=name, error=type(exc).__name__,
-                                                      message=str(exc)[:300])
+    """Under SnapStart or provisioned concurrency, build the clients now (init, before the
+    snapshot), each on its own (:func:`cairn.workflow.prepare_at_init`), and the rate limit
+    counters' DynamoDB client with them. Returns those built."""
+    built = prepare_at_init(services, PREPARED)
+    counter = services.limiter.counter if "limiter" in built else None
+    if counter is not None and getattr(counter, "table", None):
+        _ = counter.client  # type: ignore[attr-defined]
     return built
 
 
-if os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") in ("snap-start", "provisioned-concurrency"):
-    prepare()
+prepare()
 
 
 def handler(event: Any, context: Any = None) -> dict[str, Any]:
