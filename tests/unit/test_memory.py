@@ -309,3 +309,21 @@ def test_memory_search_matches_words_and_stays_in_the_users_memories(store, embe
     assert all(h.record.owner == "ann" and h.record.level == Level.DETAIL for h in hits)
     only = search_memories(store, embedder, T, "ann", "mountains", limit=5, categories=["preferences"])
     assert [h.record.uri for h in only] == ["cairn://user/ann/memories/preferences/hiking"]
+
+
+def test_a_commit_writes_what_it_stored_on_its_usage_line(monkeypatch, store, embedder, sessions) -> None:
+    from cairn.app import application
+    from cairn.observability.usage import record_usage
+
+    lines = []
+    monkeypatch.setattr(application, "record_usage", lambda *a, **kw: lines.append((a, kw)) or record_usage(*a, **kw))
+    cairn = Cairn(store, embedder, "acme", sessions=sessions)
+    sid = sessions.create("acme", user="ann").id
+    for role, text in (("user", "I moved to Lisbon last month."), ("assistant", "Welcome to Lisbon!"),
+                       ("user", "My daughter starts school there in September.")):
+        sessions.append("acme", sid, role, text)
+    done = cairn.commit(sid)
+    (args, counts), = [line for line in lines if line[0][1] == "commit"]
+    assert args == ("acme", "commit")
+    assert counts["messages"] == 3 and counts["episodes"] == len(done.episodes) >= 1
+    assert counts["typed_memories"] == 0 and counts["records_written"] == done.written > 0

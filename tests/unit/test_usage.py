@@ -40,3 +40,4 @@ def test_explicit_counts_win_over_metered_ones() -> None:
     embedder = usage.watch(Metered())
     embedder.tokens += 5
     assert usage.record_usage("acme", "ingest", embedding_tokens=9)["embedding_tokens"] == 9
+

@@ -231,7 +231,8 @@ class Application:
         policy.check_role(principal, "commit")
         self._own_session(principal, session_id)
         done = self.pipeline(principal.tenant).commit(session_id)
-        record_usage(principal.tenant, "commit", memories=len(getattr(done, "memories", ()) or ()))
+        record_usage(principal.tenant, "commit", messages=done.messages, episodes=len(done.episodes),
+                     typed_memories=len(done.extracted), records_written=done.written)
         return done
 
     def sessions(self, principal: Principal, user: str) -> SessionList:
