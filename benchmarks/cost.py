@@ -186,19 +186,9 @@ def _ok(answer: tuple[int, Any]) -> Any:
 
 
 def _prefetch(dep: Any, sid: str) -> None:
-    import boto3
-
-    ddb = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=dep.moto_url)
-    streams = boto3.client("dynamodbstreams", region_name="us-east-1", endpoint_url=dep.moto_url)
-    arn = ddb.describe_table(TableName="cairn-sessions")["Table"]["LatestStreamArn"]
-    records = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
-        records += streams.get_records(ShardIterator=it["ShardIterator"])["Records"]
-    mine = [r for r in records if sid in json.dumps(r["dynamodb"].get("Keys", {}), default=str)
-            and r["eventName"] == "INSERT" and r["dynamodb"]["NewImage"].get("role") == {"S": "user"}]
+    mine = dep.new_user_messages(sid)
     dep.emulators["bedrock"].converse_for[QUERY] = _plan((QUERY, "resource"))
-    out, error = dep.invoke(dep.stack.functions["OnMessageFunction"].name, json.loads(json.dumps({"Records": mine}, default=str)))
+    out, error = dep.invoke(dep.stack.functions["OnMessageFunction"].name, {"Records": mine})
     if error is not None:
         raise RuntimeError(str(out)[:600])
 

@@ -274,6 +274,23 @@ class Deployment:
         self.invocations.append(Invocation(fn.name, len(json.dumps(event)), len(json.dumps(payload)), error, event, payload))
         return payload, error
 
+    def new_user_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """The sessions table's stream records of ``session_id``'s new user messages: what the
+        event source mapping hands on_message (filtered as template.yaml filters it), as JSON."""
+        import boto3
+
+        ddb = boto3.client("dynamodb", region_name=REGION, endpoint_url=self.moto_url)
+        streams = boto3.client("dynamodbstreams", region_name=REGION, endpoint_url=self.moto_url)
+        arn = ddb.describe_table(TableName="cairn-sessions")["Table"]["LatestStreamArn"]
+        records = []
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
+            records += streams.get_records(ShardIterator=it["ShardIterator"])["Records"]
+        mine = [r for r in records if session_id in json.dumps(r["dynamodb"].get("Keys", {}), default=str)
+                and r["eventName"] == "INSERT" and r["dynamodb"]["NewImage"].get("type") == {"S": "message"}
+                and r["dynamodb"]["NewImage"].get("role") == {"S": "user"}]
+        return json.loads(json.dumps(mine, default=str))
+
     def api(self, method: str, path: str, body: Any = None, *, tenant: str = "acme", user: str | None = None,
             query: str = "", container: int | None = None, request_id: str | None = None) -> tuple[int, Any]:
         """An HTTP API (payload 2.0) request with the JWT authorizer's claims, to the api function

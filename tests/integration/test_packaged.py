@@ -87,6 +87,7 @@ def test_search_answers_through_the_packaged_workflow(deployment):
     status, body = _search(deployment, "how long until a refund reaches my card", 5)
     assert status == 200, body
     assert _uris(body)[0] == REFUNDS
+    assert "five business days" in body["resources"][0]["text"]  # the answer text travels back through the states
     assert body["query_plan"]["queries"][0]["query"] == "how long until a refund reaches my card"
     called = sorted(i.function for i in deployment.invocations)  # each packaged function once, none failed
     assert called == ["ApiFunction", "PlanFunction", "RerankFunction", "RetrieveFunction"]
@@ -147,28 +148,15 @@ def test_limit_100_with_five_typed_queries_keeps_every_state_under_256_kb(deploy
 
 
 def test_a_new_user_message_prefetches_context(deployment):
-    import boto3
-
     status, session = deployment.api("POST", "/v1/sessions", {"user": "ann"})
     assert status in (200, 201), session
     sid = session["id"]
     status, _ = deployment.api("POST", f"/v1/sessions/{sid}/messages", {"role": "user", "content": "How long until a refund reaches my card?"})
     assert status in (200, 201)
-    # the event source mapping: the table's stream, filtered as template.yaml filters it
-    ddb = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=deployment.moto_url)
-    streams = boto3.client("dynamodbstreams", region_name="us-east-1", endpoint_url=deployment.moto_url)
-    arn = ddb.describe_table(TableName="cairn-sessions")["Table"]["LatestStreamArn"]
-    records = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
-        records += streams.get_records(ShardIterator=it["ShardIterator"])["Records"]
-    mine = [r for r in records if sid in json.dumps(r["dynamodb"].get("Keys", {}), default=str)
-            and r["eventName"] == "INSERT" and r["dynamodb"]["NewImage"].get("type") == {"S": "message"}
-            and r["dynamodb"]["NewImage"].get("role") == {"S": "user"}]
+    mine = deployment.new_user_messages(sid)  # what the event source mapping hands on_message
     assert len(mine) == 1
     deployment.emulators["bedrock"].converse_for["How long until a refund reaches my card?"] = _plan(("refund card", "resource"))
-    event = json.loads(json.dumps({"Records": mine}, default=str))
-    out, error = deployment.invoke(deployment.stack.functions["OnMessageFunction"].name, event)
+    out, error = deployment.invoke(deployment.stack.functions["OnMessageFunction"].name, {"Records": mine})
     assert error is None and out == {"batchItemFailures": []}, out
     status, got = deployment.api("GET", f"/v1/sessions/{sid}")
     assert status == 200
