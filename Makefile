@@ -86,6 +86,7 @@ configuration: dev
 # lib/, functions/ and infra/, at zero findings; `make test` runs it first
 lint: dev
 	$(VENV)/bin/ruff check lib functions infra
+	$(VENV)/bin/ruff check tests benchmarks --select F  # pyflakes: undefined names, unused imports and variables (one hid an assert that checked nothing)
 	$(VENV)/bin/mypy
 
 # the wheel of the distribution cairn-context (imports as `cairn`; docs/ ships inside as cairn._docs)

@@ -21,7 +21,6 @@ import importlib.util
 import io
 import json
 import os
-import socket
 import time
 import uuid
 import zipfile
@@ -32,6 +31,7 @@ from typing import Any
 
 from tests.packaged import FunctionPool
 from tests.stack import ACCOUNT, REGION, Stack
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 ASL = REPO / "infra" / "statemachine" / "retrieval.asl.json"
@@ -57,12 +57,6 @@ def host_build() -> dict[str, Path]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module.build_all(layers=HOST_LAYERS)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _placeholder_zip() -> bytes:
@@ -139,7 +133,7 @@ class Deployment:
 
         exit_stack = ExitStack()
         paths = paths or host_build()
-        port = _free_port()
+        port = free_port()
         saved_env = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "MOTO_PORT")}
         os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                            "AWS_DEFAULT_REGION": REGION, "MOTO_PORT": str(port)})

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import httpx
 import pytest
 
 from .blocks import PORTS, Block, blocks, problems
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +51,7 @@ class Page:
         self.env = env
         self.python: subprocess.Popen[str] | None = None
         self.servers: list[subprocess.Popen[bytes]] = []
-        self.ports = {port: str(_free_port()) for port in PORTS}
+        self.ports = {port: str(free_port()) for port in PORTS}
 
     def localise(self, text: str) -> str:
         """``text`` with the docs' ports replaced by this page's free ones."""
@@ -107,12 +107,6 @@ class Page:
         if self.python is not None:
             self.python.stdin.close()  # type: ignore[union-attr]
             self.python.wait(timeout=30)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _run(page: Page, block: Block) -> tuple[int, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import httpx
 import pytest
 
 from tests.fakes import HANDBOOK_DOCS
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 sync_api = pytest.importorskip("playwright.sync_api", reason="the dev extra installs playwright (make dev)")
@@ -44,19 +44,13 @@ BOB_SECRET = "Zorblax"
 WAIT_MS = 60_000  # searches on a loaded 2-core machine: an upper bound for waiting, not a timing assertion
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def cairn_serve(home: Path, *extra: str) -> Iterator[str]:
     """`cairn serve` as a user starts it: its own process(es), an API keys file, its own home."""
     keys = home / "keys.json"
     keys.write_text(json.dumps({ACME_KEY: "acme", ANN_KEY: {"tenant": "acme", "user": "ann"},
                                 READER_KEY: {"tenant": "acme", "role": "reader"}}))
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     proc = subprocess.Popen([sys.executable, "-m", "cairn.cli", "--home", str(home / "cairn"), "serve", "--port", str(port),
                              "--api-keys", str(keys), *extra], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,16 +15,11 @@ import pytest
 
 from cairn.client import CairnClient
 from cairn.errors import RateLimited
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 TRIAL_KEY = "trial-key-0123456789abcdef"
 ACME_KEY = "acme-key-0123456789abcdef"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +27,7 @@ def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("limits")
     keys = home / "keys.json"
     keys.write_text(json.dumps({TRIAL_KEY: "trial", ACME_KEY: "acme"}))
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", CAIRN_RATE_LIMITS="1000/second",
                CAIRN_TENANT_RATE_LIMITS=json.dumps({"trial": "4/hour"}))
     proc = subprocess.Popen(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,16 +15,11 @@ import pytest
 from cairn.client import CairnClient
 
 from tests.fakes import HANDBOOK_DOCS
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 KEY = "acme-key-0123456789abcdef"
 ROOT = "cairn://resources/handbook"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _children(pid: int) -> list[int]:
@@ -40,7 +34,7 @@ def two_workers(tmp_path_factory):
     home = tmp_path_factory.mktemp("workers")
     keys = home / "keys.json"
     keys.write_text(json.dumps({KEY: "acme"}))
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
     proc = subprocess.Popen(
         [sys.executable, "-m", "cairn.cli", "--home", str(home), "serve", "--workers", "2", "--port", str(port),

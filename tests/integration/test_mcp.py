@@ -6,7 +6,6 @@ tool errors (isError) with a clear message, and the server keeps answering."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from collections.abc import Awaitable, Callable

@@ -4,23 +4,17 @@ times; the table is the one template.yaml declares."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
 from cairn.errors import RateLimited
 from cairn.ratelimit import DynamoDBCounter, Limit, LimitPolicy, RateLimiter, create_table
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 TABLE = "cairn-ratelimits"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +25,7 @@ def endpoint():
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
         mp.setenv(key, value)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     url = f"http://127.0.0.1:{server._server.server_port}"  # type: ignore[union-attr]
     yield url

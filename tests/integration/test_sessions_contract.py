@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,15 +13,10 @@ from cairn.errors import RequestError, SessionConflict, SessionNotFound
 from cairn.sessions import Message, open_session_store
 from cairn.sessions.base import MAX_CONTENT_CHARS, MAX_SUMMARY_CHARS
 from cairn.sessions.compression import ExtractiveSummarizer
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 TABLE = "cairn-sessions"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +29,7 @@ def moto_endpoint(monkeypatch_module):
         "AWS_DEFAULT_REGION": "us-east-1",
     }.items():
         monkeypatch_module.setenv(key, value)
-    port = _free_port()
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     yield f"http://127.0.0.1:{port}"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
-import socket
 import sys
 import time
 import uuid
@@ -38,6 +37,7 @@ from cairn.sessions import open_session_store
 from cairn.vectorstores.local import LocalVectorStore
 from cairn.services import Services
 from cairn.workflow import WorkflowInput
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -57,12 +57,6 @@ DOCS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _load(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"cairn_workflow_fn_{name}", REPO / "functions" / name / "app.py")
     module = importlib.util.module_from_spec(spec)
@@ -78,7 +72,7 @@ def moto_server():
     from moto.server import ThreadedMotoServer
 
     mp = pytest.MonkeyPatch()
-    port = _free_port()
+    port = free_port()
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": REGION, "MOTO_PORT": str(port)}.items():
         mp.setenv(key, value)  # MOTO_PORT: where the interpreter's own boto3 clients (lambda.invoke) go
