@@ -14,7 +14,7 @@ from cairn.errors import EmbedderMismatch, RequestError
 from cairn.reindex import reindex
 from cairn.services import Services
 
-from tests.unit.test_reindex import DOCS, ROOT, Hashing
+from tests.unit.test_reindex_records import DOCS, ROOT, Hashing
 
 pytestmark = pytest.mark.integration
 
