@@ -1,8 +1,16 @@
-"""A free TCP port on the loopback interface, for the servers tests start (moto, cairn serve, ...)."""
+"""A free TCP port on the loopback interface, for the servers tests start (moto, cairn serve, ...),
+and `cairn serve` started on one as a user starts it."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -10,3 +18,28 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def cairn_serve(home: Path, keys: Path, *, workers: int = 2, env: dict[str, str] | None = None,
+                startup_s: float = 300) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``cairn serve --workers N`` on ``home`` with the keys file ``keys``, as a user starts it:
+    yields the process and its base URL once it says it listens; stopped when the block ends."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cairn.cli", "--home", str(home), "serve", "--workers", str(workers), "--port", str(port),
+         "--api-keys", str(keys)],
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})},
+    )
+    try:
+        deadline, lines = time.monotonic() + startup_s, []
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            lines.append(line)
+            if "listening on" in line or proc.poll() is not None:
+                break
+        assert "listening on" in lines[-1], "".join(lines)
+        yield proc, f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

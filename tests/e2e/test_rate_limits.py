@@ -5,17 +5,13 @@ other served; the count is one for both worker processes (one file in the home).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 
 import httpx
 import pytest
 
 from cairn.client import CairnClient
 from cairn.errors import RateLimited
-from tests.ports import free_port
+from tests.ports import cairn_serve
 
 pytestmark = pytest.mark.e2e
 TRIAL_KEY = "trial-key-0123456789abcdef"
@@ -27,24 +23,9 @@ def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("limits")
     keys = home / "keys.json"
     keys.write_text(json.dumps({TRIAL_KEY: "trial", ACME_KEY: "acme"}))
-    port = free_port()
-    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", CAIRN_RATE_LIMITS="1000/second",
-               CAIRN_TENANT_RATE_LIMITS=json.dumps({"trial": "4/hour"}))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cairn.cli", "--home", str(home), "serve", "--workers", "2", "--port", str(port),
-         "--api-keys", str(keys)], stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        deadline, lines = time.monotonic() + 300, []
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()  # type: ignore[union-attr]
-            lines.append(line)
-            if "listening on" in line or proc.poll() is not None:
-                break
-        assert "listening on" in lines[-1], "".join(lines)
-        yield f"http://127.0.0.1:{port}", home
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    env = {"CAIRN_RATE_LIMITS": "1000/second", "CAIRN_TENANT_RATE_LIMITS": json.dumps({"trial": "4/hour"})}
+    with cairn_serve(home, keys, workers=2, env=env) as (_, url):
+        yield url, home
 
 
 def _get(url: str, key: str) -> httpx.Response:

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from cairn.client import CairnClient
 
 from tests.fakes import HANDBOOK_DOCS
-from tests.ports import free_port
+from tests.ports import cairn_serve
 
 pytestmark = pytest.mark.e2e
 KEY = "acme-key-0123456789abcdef"
@@ -34,26 +33,8 @@ def two_workers(tmp_path_factory):
     home = tmp_path_factory.mktemp("workers")
     keys = home / "keys.json"
     keys.write_text(json.dumps({KEY: "acme"}))
-    port = free_port()
-    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cairn.cli", "--home", str(home), "serve", "--workers", "2", "--port", str(port),
-         "--api-keys", str(keys)],
-        stderr=subprocess.PIPE, text=True, env=env,
-    )
-    try:
-        deadline = time.monotonic() + 300
-        lines = []
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()  # type: ignore[union-attr]
-            lines.append(line)
-            if "listening on" in line or proc.poll() is not None:
-                break
-        assert "listening on" in lines[-1], "".join(lines)
-        yield proc, f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    with cairn_serve(home, keys, workers=2) as (proc, url):
+        yield proc, url
 
 
 def test_two_processes_serve_one_home_and_see_each_others_writes(two_workers):
