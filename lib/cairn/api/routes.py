@@ -8,8 +8,9 @@ generated from this table (``GET /v1/openapi.json``; committed as ``docs/openapi
 Every error is one JSON envelope (:class:`~cairn.api.models.ErrorBody`) with the request id and
 the status of its family in :mod:`cairn.errors`; ``Retry-After`` on 429 and 503; never a stack
 trace. Every authenticated request is counted against its tenant's rate limits and quotas first
-(:mod:`cairn.ratelimit`): past one, a 429 whose ``details`` name the limit. A response that would pass Lambda's 6 MB limit is refused with a 413 that says how to
-page; L2 bodies and folder listings are paged.
+(:mod:`cairn.ratelimit`): past one, a 429 whose ``details`` name the limit. A response that would
+pass Lambda's 6 MB limit is refused with a 413 that says how to page; L2 bodies and folder listings
+are paged.
 """
 
 from __future__ import annotations
