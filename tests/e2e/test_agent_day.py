@@ -20,6 +20,8 @@ from cairn.vectorstores.local import LocalVectorStore
 pytestmark = pytest.mark.e2e
 
 KEY = "hotels-key-0123456789abcdef"
+# end users call with keys bound to them, as a SaaS agent acting for one user does
+USER_KEYS = {name: f"{name}-key-0123456789abcdef" for name in ("ann", "bob", "cara")}
 HOTELS = "cairn://resources/hotels"
 HANDBOOK = "cairn://resources/handbook"
 # two hotels, four pages each: with their folders, 16 records or so, a tenant whose noise floor
@@ -47,18 +49,41 @@ HANDBOOK_DOCS = [
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory, embedder):
+def server(tmp_path_factory, embedder):
+    """`cairn serve`'s app on the hotels and handbook tenant, with remembered facts; its URL."""
     home = tmp_path_factory.mktemp("agent-day")
     services = Services(load_settings(env={"CAIRN_HOME": str(home)}), embedder=embedder,
                         store=LocalVectorStore(home / "store", dimension=embedder.dimension),
                         content=LocalContentStore(home / "content"))
-    with running(services, ApiKeys({KEY: "acme"})) as url, CairnClient(url, KEY, retries=0) as c:
+    keys = {KEY: "acme", **{k: {"tenant": "acme", "user": u, "role": "user"} for u, k in USER_KEYS.items()}}
+    with running(services, ApiKeys(keys)) as url, CairnClient(url, KEY, retries=0) as c:
         c.put_documents(HOTELS, HOTEL_DOCS)
         c.put_documents(HANDBOOK, HANDBOOK_DOCS)
         c.remember("Ann is vegetarian.", "preferences", user="ann", key="diet")
         c.remember("Ann's workspace is on the Growth plan.", "profile", user="ann", key="plan")
         c.remember("Bob plays the trumpet in a brass band.", "preferences", user="bob", key="music")
+        yield url
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    """The tenant's admin key (what a back office holds)."""
+    with CairnClient(server, KEY, retries=0) as c:
         yield c
+
+
+@pytest.fixture
+def as_user(server):
+    """A client with the key bound to one end user (what a user-facing agent holds)."""
+    opened = []
+
+    def open_(user: str) -> CairnClient:
+        opened.append(CairnClient(server, USER_KEYS[user], retries=0))
+        return opened[-1]
+
+    yield open_
+    for c in opened:
+        c.close()
 
 
 def _leaves(result) -> list[str]:
@@ -92,27 +117,29 @@ def test_an_ordinary_word_that_names_a_folder_does_not_lock_the_conversation_to_
     assert _leaves(paypal)[0] == f"{HANDBOOK}/faq/paypal.md"
 
 
-def test_a_sessions_user_gets_their_own_relevant_memories_and_no_one_elses(client):
-    ann, bob = client.create_session(user="ann"), client.create_session(user="bob")
+def test_a_sessions_user_gets_their_own_relevant_memories_and_no_one_elses(as_user):
+    ann_c, bob_c = as_user("ann"), as_user("bob")
+    ann, bob = ann_c.create_session(user="ann"), bob_c.create_session(user="bob")
     question = "what should I cook tonight, any dietary needs?"
-    got = client.search(question, ann.id, limit=5)
+    got = ann_c.search(question, ann.id, limit=5)
     assert "Ann is vegetarian." in [m.text for m in got.memories]
     assert "Ann's workspace is on the Growth plan." not in [m.text for m in got.memories]  # irrelevant: left out
-    theirs = client.search(question, bob.id, limit=5)
+    theirs = bob_c.search(question, bob.id, limit=5)
     assert all(m.uri.startswith("cairn://user/bob/") for m in theirs.memories)
     assert "Ann is vegetarian." not in [m.text for m in theirs.memories]
-    plan = client.search("Which plan am I on?", ann.id, limit=5)
+    plan = ann_c.search("Which plan am I on?", ann.id, limit=5)
     assert plan.all()[0].text == "Ann's workspace is on the Growth plan."  # next to the resources, first
 
 
-def test_commit_without_an_llm_keeps_what_the_user_said_and_says_so(client):
-    s = client.create_session(user="cara")
-    client.append_message(s.id, "user", "We are a registered charity based in Lyon.")
-    client.append_message(s.id, "assistant", "I don't know.")
-    done = client.commit(s.id)
+def test_commit_without_an_llm_keeps_what_the_user_said_and_says_so(as_user):
+    cara = as_user("cara")
+    s = cara.create_session(user="cara")
+    cara.append_message(s.id, "user", "We are a registered charity based in Lyon.")
+    cara.append_message(s.id, "assistant", "I don't know.")
+    done = cara.commit(s.id)
     assert done.stored == 1 and len(done.episodes) == 1
     assert "kept 1 thing cara said as episodic memories" in done.summary
-    found = client.search("where are we based?", client.create_session(user="cara").id, limit=5)
+    found = cara.search("where are we based?", cara.create_session(user="cara").id, limit=5)
     assert any("charity based in Lyon" in m.text for m in found.memories)
     assert not any(m.text.startswith("[") and "I don't know" in m.text.splitlines()[0] for m in found.memories)
 
