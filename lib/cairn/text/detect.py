@@ -115,7 +115,7 @@ def _read_cache(cls: Any, cache: Path) -> Any:
         raise ValueError("another layout than this cache reads")
     row = np.load(cache / "row.npy", allow_pickle=False)
     return cls(np.load(cache / "ptc.npy", allow_pickle=False), np.load(cache / "pc.npy", allow_pickle=False),
-               json.loads((cache / "classes.json").read_text()), memoryview(nextmove),  # type: ignore[arg-type]
+               json.loads((cache / "classes.json").read_text()), memoryview(nextmove),
                np.load(cache / "output.npy", allow_pickle=False).tolist(), norm_probs=True,
                tk_row=array("H", row.astype(np.uint16).tobytes()))
 
