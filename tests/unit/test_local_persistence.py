@@ -182,7 +182,7 @@ def _answers(store):
 
 
 def test_a_fresh_process_opens_from_the_saved_live_mask_and_columns_without_reading_records(tmp_path, monkeypatch):
-    from cairn.vectorstores import local_columns
+    from cairn.vectorstores import local_columns, local_segments
 
     expected = _answers(_history(tmp_path))
     assert expected[3] == 31 and len(expected[1]) == 11  # 40 - 10 deleted + 1; 14 new versions - 4 deleted + 1 late
@@ -193,16 +193,20 @@ def test_a_fresh_process_opens_from_the_saved_live_mask_and_columns_without_read
 
     monkeypatch.setattr(persist, "live_mask", refuse)
     monkeypatch.setattr(local_columns.ColumnChunk, "of_docs", classmethod(refuse))
+    monkeypatch.setattr(local_segments.Lines, "scan", refuse)  # where each record line starts is saved too
     assert _answers(LocalVectorStore(tmp_path, dimension=DIM)) == expected
 
 
-def test_without_its_live_mask_or_columns_a_partition_is_worked_out_from_its_segments(tmp_path):
+def test_without_its_live_mask_columns_or_line_offsets_a_partition_is_worked_out_from_its_segments(tmp_path):
     expected = _answers(_history(tmp_path))
     folder = tmp_path / "tenants" / "acme"
-    for path in [*folder.glob("live-*.bits"), *folder.glob("*.col")]:
+    offsets = sorted(folder.glob("*.off"))
+    assert len(offsets) == len(list(folder.glob("seg-*.bin")))
+    offsets[0].write_bytes(offsets[-1].read_bytes())  # another segment's offsets: not taken for this one
+    for path in [*folder.glob("live-*.bits"), *folder.glob("*.col"), *offsets[1:]]:
         path.write_bytes(b"damaged")
     assert _answers(LocalVectorStore(tmp_path, dimension=DIM)) == expected
-    for path in [*folder.glob("live-*.bits"), *folder.glob("*.col")]:
+    for path in [*folder.glob("live-*.bits"), *folder.glob("*.col"), *folder.glob("*.off")]:
         path.unlink()
     fresh = LocalVectorStore(tmp_path, dimension=DIM)
     assert _answers(fresh) == expected

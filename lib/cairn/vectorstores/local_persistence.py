@@ -57,11 +57,16 @@ from .local_columns import ColumnChunk
 from .local_segments import (  # noqa: F401  (re-exported: the store's files are one module to callers)
     WRITE_STEPS,
     LazyDocs,
+    Lines,
     Segment,
     fsync_dir,
     indexed_text,
+    line_starts,
+    offsets_sidecar,
     read_live,
+    read_offsets,
     read_segment,
+    save_offsets,
     set_fault_hook,
     size,
     step,
@@ -73,7 +78,7 @@ FORMAT = "cairn-local-2"
 MANIFEST = "MANIFEST"
 LOCK = ".lock"
 LEGACY_DOCS, LEGACY_VECTORS = "records.jsonl", "vectors.npy"
-_SEGMENT_RE = re.compile(r"^(seg-\d{10}\.(bin|kw|col)|live-\d{10}\.bits)$")
+_SEGMENT_RE = re.compile(r"^(seg-\d{10}\.(bin|kw|col|off)|live-\d{10}\.bits)$")
 MAX_SEGMENTS = 8  # past this, the newest segments are merged (tiered)
 
 
@@ -234,7 +239,17 @@ class PartitionFiles:
         return out
 
     def _with_postings(self, seg: Segment, path: Path) -> Segment:
-        """Attach the segment's saved keyword postings; rebuild and save them when missing."""
+        """Attach the segment's saved line offsets, keyword postings and filter columns; rebuild and
+        save each when missing (the offsets' scan also checks the segment's count of lines)."""
+        if isinstance(seg.lines, Lines):
+            starts = read_offsets(offsets_sidecar(path), seg.lines, size(path))
+            if starts is None:
+                starts = seg.lines.scan()
+                try:
+                    save_offsets(offsets_sidecar(path), starts, size(path))
+                except OSError:  # a read-only home
+                    pass
+            seg.lines.set_starts(starts)
         seg.postings = kw.load(kw.sidecar(path), len(seg.ids), size(path))
         if seg.postings is None:
             try:
@@ -312,13 +327,14 @@ class PartitionFiles:
 
     def _write(self, generation: int, seg: Segment) -> SegmentRef:
         name = f"seg-{generation:010d}.bin"
-        kw.sidecar(self.dir / name).unlink(missing_ok=True)  # a killed writer's, for another segment
-        cols.sidecar(self.dir / name).unlink(missing_ok=True)
+        for side in (kw.sidecar, cols.sidecar, offsets_sidecar):  # a killed writer's, for another segment
+            side(self.dir / name).unlink(missing_ok=True)
         write_segment(self.dir / name, seg, self.dimension)
         fsync_dir(self.dir)
         step("segment_synced")
         kw.save(kw.sidecar(self.dir / name), seg.keyword_postings(), size(self.dir / name))
         cols.save(cols.sidecar(self.dir / name), seg.column_chunk(), size(self.dir / name))
+        save_offsets(offsets_sidecar(self.dir / name), line_starts(seg.lines), size(self.dir / name))
         return SegmentRef(name, len(seg.ids), len(seg.deleted))
 
     def _write_live(self, generation: int, segments: Sequence[SegmentRef], live: np.ndarray | None) -> str | None:
@@ -364,7 +380,7 @@ class PartitionFiles:
     def remove_orphans(self, man: Manifest) -> None:
         """Remove segment files the manifest does not name (retired, or left by a killed writer)."""
         keep = {s.file for s in man.segments} | {man.live}
-        keep |= {side(Path(s.file)).name for s in man.segments for side in (kw.sidecar, cols.sidecar)}
+        keep |= {side(Path(s.file)).name for s in man.segments for side in (kw.sidecar, cols.sidecar, offsets_sidecar)}
         for path in self.dir.iterdir():
             if (_SEGMENT_RE.match(path.name) and path.name not in keep) or path.name.endswith(".tmp"):
                 path.unlink(missing_ok=True)

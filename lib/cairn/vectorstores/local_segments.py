@@ -17,6 +17,7 @@ from the segments when missing or damaged.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
 from bisect import bisect_right
@@ -124,36 +125,96 @@ def indexed_text(doc: Mapping[str, Any]) -> str:
 
 
 class Lines(Sequence[bytes]):
-    """A segment's records as its JSON lines, cut from the segment's bytes when first indexed (a
-    numpy scan for the newlines: no object per record at open)."""
+    """A segment's records as its JSON lines, cut from the segment's bytes when read: ``buf`` (the
+    segment file's memory map, or bytes) from ``offset``, ``length`` bytes. Where each line starts
+    comes from the segment's saved offsets (:func:`read_offsets`) or from one numpy scan for the
+    newlines (JSON escapes every newline), made when first needed: no object per record at open."""
 
-    __slots__ = ("buf", "n", "_starts", "_ends")
+    __slots__ = ("buf", "n", "offset", "length", "_starts", "_ends")
 
-    def __init__(self, buf: bytes, n: int) -> None:
-        self.buf, self.n = buf, n
+    def __init__(self, buf: Any, n: int, offset: int = 0, length: int | None = None) -> None:
+        self.buf, self.n, self.offset = buf, n, offset
+        self.length = len(buf) - offset if length is None else length
         self._starts: np.ndarray | None = None
         self._ends: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self.n
 
-    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._starts is None or self._ends is None:
-            newlines = np.flatnonzero(np.frombuffer(self.buf, dtype=np.uint8) == 10)  # JSON escapes every newline
-            if len(newlines) != max(self.n - 1, 0):
-                raise ValueError(f"{len(newlines) + 1} record lines where the header says {self.n}")
-            self._starts = np.concatenate([[0], newlines + 1]).astype(np.int64)
-            self._ends = np.concatenate([newlines, [len(self.buf)]]).astype(np.int64)
-        return self._starts, self._ends
+    def scan(self) -> np.ndarray:
+        """Where each line starts, found by scanning for the newlines (checks the count of lines)."""
+        raw = np.frombuffer(self.buf, dtype=np.uint8, count=self.length, offset=self.offset) if self.length else np.zeros(0, np.uint8)
+        newlines = np.flatnonzero(raw == 10)
+        if len(newlines) != max(self.n - 1, 0):
+            raise ValueError(f"{len(newlines) + 1} record lines where the header says {self.n}")
+        return np.concatenate([[0], newlines + 1]).astype(np.int64)[: self.n]
+
+    def set_starts(self, starts: np.ndarray) -> None:
+        self._starts = np.asarray(starts, dtype=np.int64)
+        self._ends = np.append(self._starts[1:] - 1, self.length).astype(np.int64)
+
+    def starts(self) -> np.ndarray:
+        if self._starts is None:
+            self.set_starts(self.scan())
+        return self._starts  # type: ignore[return-value]
+
+    def _cut(self, row: int) -> bytes:
+        starts = self.starts()
+        assert self._ends is not None
+        return bytes(self.buf[self.offset + starts[row] : self.offset + self._ends[row]])
 
     def __getitem__(self, row):
-        starts, ends = self._bounds()
         if isinstance(row, slice):
-            return [self.buf[starts[r] : ends[r]] for r in range(*row.indices(self.n))]
-        return self.buf[starts[row] : ends[row]]
+            return [self._cut(r) for r in range(*row.indices(self.n))]
+        if not -self.n <= row < self.n:
+            raise IndexError(row)
+        return self._cut(row % self.n)
 
     def joined(self) -> bytes:
-        return self.buf
+        return bytes(self.buf[self.offset : self.offset + self.length])
+
+
+def line_starts(lines: Sequence[bytes]) -> np.ndarray:
+    """Where each of ``lines`` starts once they are joined with newlines (as a segment stores them)."""
+    if isinstance(lines, Lines):
+        return lines.starts()
+    lengths = np.fromiter((len(line) + 1 for line in lines), dtype=np.int64, count=len(lines))
+    return np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lines) else np.zeros(0, np.int64)
+
+
+def offsets_sidecar(segment: Path) -> Path:
+    return segment.with_suffix(".off")
+
+
+def save_offsets(path: Path, starts: np.ndarray, segment_bytes: int) -> None:
+    """Save where each of a segment's record lines starts (derived data: a temporary file, then a
+    rename, no fsync), headed by the segment's size and row count it was made for."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        np.save(fh, np.concatenate([[segment_bytes, len(starts)], starts]).astype("<i8"), allow_pickle=False)
+    os.replace(tmp, path)
+
+
+def read_offsets(path: Path, lines: Lines, segment_bytes: int) -> np.ndarray | None:
+    """The line starts saved at ``path`` (memory-mapped) if they were made for this segment and look
+    right at a sample of rows (each line before a start ends in a newline); else None."""
+    try:
+        saved = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    if saved.dtype != np.dtype("<i8") or saved.ndim != 1 or len(saved) != lines.n + 2:
+        return None
+    if int(saved[0]) != segment_bytes or int(saved[1]) != lines.n:
+        return None
+    starts = saved[2:]
+    if lines.n and int(starts[0]) != 0:
+        return None
+    sample = np.unique(np.linspace(1, max(lines.n - 1, 1), num=min(64, max(lines.n - 1, 0)), dtype=np.int64))
+    for r in sample if lines.n > 1 else ():
+        at = int(starts[r])
+        if not 0 < at <= lines.length or lines.buf[lines.offset + at - 1] != 10:
+            return None
+    return starts
 
 
 class LazyDocs:
@@ -242,21 +303,26 @@ def write_segment(path: Path, seg: Segment, dimension: int) -> None:
 
 
 def read_segment(path: Path, dimension: int) -> Segment:
+    """Open a segment: its header and ids are read, its record lines stay in a read-only memory map
+    of the file (segments are never changed in place) and its vectors in a copy-on-write one."""
     with open(path, "rb") as fh:
-        if fh.read(len(_MAGIC)) != _MAGIC:
-            raise ValueError(f"{path.name} is not a cairn segment")
-        (hlen,) = struct.unpack("<Q", fh.read(8))
-        head = json.loads(fh.read(hlen))
-        rows, dim = int(head["rows"]), int(head["dimension"])
-        if dim != dimension:
-            raise ValueError(f"{path.name} holds {dim}-d vectors, the store holds {dimension}-d")
-        sizes = (head["ids_bytes"], head["docs_bytes"], head["deleted_bytes"])
-        ids_raw, docs_raw, deleted_raw = (fh.read(n) for n in sizes)
-        at = fh.tell() + int(head.get("pad", 0))
-    if [len(ids_raw), len(docs_raw), len(deleted_raw)] != list(sizes) or os.path.getsize(path) != at + 4 * rows * dim:
+        total = os.fstat(fh.fileno()).st_size
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if total else b""
+    if mm[: len(_MAGIC)] != _MAGIC:
+        raise ValueError(f"{path.name} is not a cairn segment")
+    (hlen,) = struct.unpack("<Q", mm[len(_MAGIC) : len(_MAGIC) + 8])
+    at = len(_MAGIC) + 8 + hlen
+    head = json.loads(mm[len(_MAGIC) + 8 : at])
+    rows, dim = int(head["rows"]), int(head["dimension"])
+    if dim != dimension:
+        raise ValueError(f"{path.name} holds {dim}-d vectors, the store holds {dimension}-d")
+    ids_at, docs_at = at, at + int(head["ids_bytes"])
+    deleted_at = docs_at + int(head["docs_bytes"])
+    at = deleted_at + int(head["deleted_bytes"]) + int(head.get("pad", 0))
+    if total != at + 4 * rows * dim:
         raise ValueError(f"{path.name} is truncated")
-    ids, lines = json.loads(ids_raw), Lines(docs_raw, rows)
-    lines._bounds()  # checks the count of record lines (a numpy scan, no object per record)
+    ids, lines = json.loads(mm[ids_at:docs_at]), Lines(mm, rows, docs_at, deleted_at - docs_at)
+    deleted_raw = mm[deleted_at : deleted_at + int(head["deleted_bytes"])]
     if len(ids) != rows:
         raise ValueError(f"{path.name} holds {len(ids)} ids, its header says {rows}")
     # copy-on-write: opening reads no vector; an in-place change stays in this process
