@@ -70,6 +70,22 @@ def test_a_big_partition_answers_from_its_index_as_exact_search_would(tmp_path):
     assert not {r.uri for r in found} & {g.uri for g in gone[:100]}
 
 
+def test_the_process_that_wrote_the_rows_indexes_all_of_them_and_builds_once(tmp_path):
+    # it knows which segments hold its rows after its own commits: before, it counted only the
+    # segments it had opened, indexed those, and started a new build on every query that followed
+    base = vectors(N)
+    LocalVectorStore(tmp_path, dimension=DIM).upsert(records(base[:2000]))  # an earlier process's
+    store = LocalVectorStore(tmp_path, dimension=DIM, ann_min_rows=1000)
+    assert store.count("acme") == 2000  # opened from the folder
+    for s in range(2000, N, 500):
+        store.upsert(records(base[s : s + 500], s))
+    index = ready(store)
+    assert index.rows == N
+    for q in vectors(20, seed=5):
+        top(store, q)
+    assert store._parts["acme"].ann is index and not store._ann_builder.busy("acme")
+
+
 def test_a_fresh_process_reads_the_saved_index_instead_of_building_one(tmp_path, monkeypatch):
     base = vectors(N)
     store = LocalVectorStore(tmp_path, dimension=DIM, ann_min_rows=1000)

@@ -25,6 +25,7 @@ from .local_segments import Segment
 class PartitionLike(Protocol):
     ids: list[str]
     live: np.ndarray
+    files: tuple[tuple[str, int], ...]
 
     def put(self, docs: list[dict[str, Any]], unit_vectors: np.ndarray, postings: kw.Postings | None = None,
             columns: ColumnChunk | None = None) -> None: ...
@@ -99,6 +100,7 @@ class DiskPartitions(Generic[P]):
                     live = part.live if part is not None else None  # the partition after this write
                     committed.append(files.commit(seen[1] if seen else None, seg, live))
                     self._seen[tenant] = (files.signature(), committed[-1])
+                    _note_files(part, committed[-1])
 
                 yield commit
                 if committed:
@@ -133,6 +135,7 @@ class DiskPartitions(Generic[P]):
         else:
             return self._load(tenant, files, sig, parts)
         self._seen[tenant] = (sig, man)
+        _note_files(part, man)
 
     @staticmethod
     def _apply(part: P, segments: Sequence[Segment], live: np.ndarray | None) -> None:
@@ -192,3 +195,12 @@ def migrate_legacy_folder(root: Path, tenant: str) -> None:
             os.rename(root / tenant, root / new)
     except OSError:  # another process moved it first, or a read-only disk: leave it
         pass
+
+
+def _note_files(part: PartitionLike | None, man: Manifest) -> None:
+    """Record which segments (file, rows) hold ``part``'s rows, side by side, after a commit or a
+    catch-up: what the ANN index covers is counted in them (:func:`.local_ann.covered_files`). Left
+    as it was when the rows do not line up (a partition that is re-read whole next)."""
+    refs = tuple((ref.file, ref.rows) for ref in man.segments)
+    if part is not None and not man.legacy and sum(rows for _, rows in refs) == len(part.ids):
+        part.files = refs
