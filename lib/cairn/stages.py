@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .assemble import DEFAULT_THRESHOLD, above_threshold, blend_hotness, dedupe_by_uri, document_key, to_match
+from .assemble import DEFAULT_THRESHOLD, above_threshold, blend_hotness, dedupe_by_uri, document_key, finite, to_match
 from .embeddings import Embedder
 from .embeddings.base import covers
 from .models import (
@@ -32,7 +32,7 @@ from .requests import FindRequest
 from .rerank.base import Reranker
 from .retrieval.boost import merge_boosted
 from .retrieval.evidence import has_evidence
-from .retrieval.memories import memory_roots, relevant
+from .retrieval.memories import lifted, memory_roots, questions_under_facts, relevant
 from .retrieval.quick import quick_search
 from .retrieval.scope import roots_for
 from .retrieval.thinking import ThinkingConfig, thinking_search
@@ -116,16 +116,37 @@ def retrieve(
         trace.stats.rounds += inside_trace.stats.rounds
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace)
     if own_memories and request.user:
-        found, mem_trace = _search(typed_query.query, vector, mem_roots, request, store, tenant, thinking, request.limit, hybrid,
-                                   narrowed=False, dense_weight=weight)
-        found = [c for c in found if c.record.level is Level.DETAIL]  # a memory folder's summary cites nothing
-        trace.stats.vector_calls += mem_trace.stats.vector_calls
-        kept = relevant(found, candidates, threshold)
-        trace.add("keep", detail=f"memories of {request.user}: {len(kept)} of {len(found)} as relevant as the other matches")
-        candidates = candidates + kept
+        candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, search_roots, candidates, request,
+                                                store, tenant, hybrid, weight, threshold, trace)
     trace.events[:0] = gate.events
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace)
+
+
+def _own_memories(
+    text: str, vector: list[float], mem_roots: list[str], other_roots: list[str], others: list[Candidate],
+    request: FindRequest, store: VectorStore, tenant: str, hybrid: bool, weight: float | None, threshold: float,
+    trace: ThinkingTrace,
+) -> list[Candidate]:
+    """The user's memories as relevant as ``others`` (the other roots' candidates), compared on raw
+    scores of the query's vector and listed on the others' scale (:mod:`.retrieval.memories`)."""
+    hybrid_text = text if hybrid else None
+    found, mem_trace = quick_search(store, tenant, vector, mem_roots, request.limit, request.filter, hybrid_text,
+                                    request.collapse_chunks, weight)
+    found = [c for c in found if c.record.level is Level.DETAIL]  # a memory folder's summary cites nothing
+    raw_best = 0.0
+    if others:  # the best other match scored the same way (thinking mode's scores are moved by feedback)
+        ref, ref_trace = quick_search(store, tenant, vector, other_roots, 1, request.filter, hybrid_text, False, weight)
+        raw_best = max((finite(c.score) for c in ref), default=0.0)
+        trace.stats.vector_calls += ref_trace.stats.vector_calls
+    trace.stats.vector_calls += mem_trace.stats.vector_calls
+    kept = questions_under_facts(relevant(found, raw_best, threshold))
+    final_best = max((finite(c.score) for c in others), default=0.0)
+    kept = lifted(kept, final_best)
+    best_mem = max((finite(c.score) for c in found), default=0.0)
+    trace.add("keep", detail=f"memories of {request.user}: {len(kept)} of {len(found)} as relevant as the other matches "
+              f"(raw scores: best other {raw_best:.3f}, best memory {best_mem:.3f})")
+    return kept
 
 
 def _search(

@@ -7,7 +7,8 @@ from cairn.models import Candidate, ContextRecord, ThinkingTrace
 from cairn.retrieval import evidence
 from cairn.retrieval.boost import merge_boosted
 from cairn.retrieval.evidence import random_strings, reads_as_language
-from cairn.retrieval.memories import relevant
+from cairn.memory.archive import asks_only
+from cairn.retrieval.memories import lifted, questions_under_facts, relevant
 
 
 def test_real_questions_read_as_language_and_random_letters_do_not(embedder):
@@ -52,7 +53,39 @@ def test_a_boosted_folder_with_nothing_good_leaves_the_whole_tenants_order():
 
 
 def test_a_memory_is_kept_only_when_as_relevant_as_the_other_matches():
-    others = [_c("cairn://resources/billing/refunds.md", 0.9)]
-    mems = [_c("cairn://user/ann/memories/profile/plan", 0.85), _c("cairn://user/ann/memories/preferences/hobby", 0.3)]
-    assert [m.uri for m in relevant(mems, others, threshold=0.1)] == ["cairn://user/ann/memories/profile/plan"]
-    assert len(relevant(mems, [], threshold=0.1)) == 2  # nothing else found: every memory over the threshold
+    mems = [_c("cairn://user/ann/memories/profile/plan", 0.40), _c("cairn://user/ann/memories/preferences/hobby", 0.08)]
+    # raw scores of one query: the best resource scored 0.44 the same way
+    assert [m.uri for m in relevant(mems, 0.44, threshold=0.05)] == ["cairn://user/ann/memories/profile/plan"]
+    assert len(relevant(mems, 0.0, threshold=0.05)) == 2  # nothing else found: every memory over the threshold
+
+
+def test_kept_memories_are_listed_next_to_the_best_other_match():
+    out = lifted([_c("cairn://user/ann/memories/profile/plan", 0.4), _c("cairn://user/ann/memories/episodes/s-1", 0.2)], 0.84)
+    assert [round(m.score, 3) for m in out] == [0.84, 0.42]  # the best at the best other match's final score
+    assert lifted(out, 0.0) == out  # nothing else found: scores as they are
+    assert lifted(out, 0.5) == out  # the best memory already scores higher than the best other match: never lowered
+
+
+def _mem(uri: str, score: float, text: str, kind: str) -> Candidate:
+    rec = ContextRecord.build(tenant="t", uri=uri, level=2, text=text, metadata={"kind": kind})
+    return Candidate(record=rec, score=score)
+
+
+def test_an_earlier_question_ranks_under_a_typed_memory_that_answers_it():
+    asked = _mem("cairn://user/ann/memories/episodes/s-13", 0.48, "(context) assistant: Backups are in Dublin.\n"
+                 "[1 May 2026, 10:00] ann: Which plan am I on again?\n(context) assistant: You are on Growth.", "episode")
+    fact = _mem("cairn://user/ann/memories/profile/plan", 0.39, "Ann's workspace is on the Growth plan.", "note")
+    told = _mem("cairn://user/ann/memories/episodes/s-23", 0.30, "[1 May 2026, 10:05] ann: We are a charity.", "episode")
+    out = questions_under_facts([asked, fact, told])
+    assert [m.uri for m in out] == [fact.uri, asked.uri, told.uri]
+    assert out[1].score < fact.score and out[1].reason.endswith("+question")
+    assert [m.uri for m in questions_under_facts([asked, told])] == [asked.uri, told.uri]  # only a typed memory caps
+    assert questions_under_facts([asked]) == [asked]  # no statement kept: the question stays as it is
+
+
+def test_an_episode_asks_only_when_every_line_the_user_said_is_a_question():
+    assert asks_only("(context) assistant: Hello.\n[1 May 2026, 10:00] ann: Which plan am I on again?")
+    assert not asks_only("[1 May 2026, 10:00] ann: We are a charity, based in Lyon.")
+    assert not asks_only("[1 May] ann: Hi.\n[1 May] ann: Which plan am I on?")  # one line tells something
+    assert asks_only("[1 May] ann: 我们用的是哪个套餐？")
+    assert not asks_only("(context) assistant: Which plan?")  # the user said nothing

@@ -41,11 +41,21 @@ def turn_line(m: Message) -> str:
     return f"[{format_date(m.created_at)}] {speaker_of(m)}: {' '.join(m.content.split())}"
 
 
+CONTEXT_MARK = "(context) "
+
+
+def asks_only(text: str) -> bool:
+    """Whether an episode's ``text`` holds user lines that are all questions (end with a question
+    mark, any script's: ``?``, ``？``): the user asked and told nothing. Context lines do not count."""
+    said = [ln.rstrip() for ln in text.splitlines() if ln.strip() and not ln.startswith(CONTEXT_MARK)]
+    return bool(said) and all(ln.endswith(("?", "？", "؟")) for ln in said)
+
+
 def context_line(m: Message) -> str:
     words = " ".join(m.content.split())
     if len(words) > CONTEXT_CHARS:
         words = words[: CONTEXT_CHARS - 1].rsplit(" ", 1)[0] + "…"
-    return f"(context) {speaker_of(m)}: {words}"
+    return f"{CONTEXT_MARK}{speaker_of(m)}: {words}"
 
 
 def _with_context(turns: list[Message], by_seq: dict[int, Message]) -> list[str]:

@@ -1,33 +1,85 @@
 """A user's memories in every answer that needs them, and not in the ones that don't.
 
 A search across every context type for a known user (``search()`` with a session, or any call
-naming a user) searches that user's memories with a search of their own, in the same mode as the
-rest (:func:`cairn.stages.retrieve`): in one global search over resources and memories together, a
-short memory ("Bob's company is on the Enterprise plan") loses its place to ten resource pages and
-never reaches the answer. Only memory leaves are kept (a memory folder's summary cites nothing).
+naming a user) searches that user's memories with a search of their own (:func:`cairn.stages.retrieve`):
+in one global search over resources and memories together, a short memory ("Bob's company is on
+the Enterprise plan") loses its place to ten resource pages and never reaches the answer. Only
+memory leaves are kept (a memory folder's summary cites nothing).
 
-A memory then competes on relevance: it is kept when it scores at least ``RELATIVE`` times the best
-resource or skill candidate of the same query (or above the threshold when there is none), so
-"Which plan am I on?" brings back the plan and "how long do refunds take?" does not bring back
-the user's hobbies.
+**One scale.** A memory then competes on relevance with the resources and skills of the same
+query, and the two are compared on scores computed the same way: the *raw* score of the query's
+own vector (one quick search, dense + keyword where the other search is hybrid), for the memories
+and for the best resource or skill alike. Thinking mode moves the query toward its first hits
+(relevance feedback) and lifts the best of each separate search toward 1, so two such searches do
+not share a scale: a repeated question lifted to 0.85 pushed the fact it asked about under the bar
+(benchmarks/README.md, issue 19). A memory is kept when its raw score is at least ``RELATIVE`` times
+the best raw resource score (or above the threshold when the query found no resource). Kept
+memories are then listed next to the resources: thinking mode lifts the best match of its search
+toward 1, so the kept memories are lifted alike, in proportion, until the best of them scores
+what the best resource scores in the end (never lowered: a memory that scores higher stays higher).
+
+**A question is not its own answer.** An archived episode in which the user only asked (every line
+the user said is a question) records what they wanted to know, not something true about them;
+it matches a later query best when that query asks the same thing again. So when a typed memory
+(a remembered or extracted fact or preference: something stated about the user, not a transcript)
+is kept too, every question-only episode ranks under the best of them: "Which plan are we
+on?" answers with "Ann's workspace is on the Growth plan.", not with her earlier "Which plan am I on
+again?". The rule reads only the episode's form (:func:`cairn.memory.archive.asks_only`), never its
+words, so it holds for any tenant and language that marks questions with a question mark.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..assemble import finite
+from ..memory.archive import asks_only
 from ..models import Candidate, ContextType
 from ..uri import default_roots
 
 # Chosen on the agent-day benchmark (benchmarks/README.md): a memory within this share of the
-# best other candidate's score is relevant enough to be in the answer.
-RELATIVE = 0.8
+# best other candidate's raw score is relevant enough to be in the answer. There the remembered
+# fact a memory turn asks about scored 0.47-1.14 of the best resource's raw score, the user's
+# unrelated memories 0.02-0.43 (short facts sit lower on the cosine scale than pages do).
+RELATIVE = 0.45
 
 
 def memory_roots(user: str | None) -> list[str]:
     return default_roots(ContextType.MEMORY, user) if user else []
 
 
-def relevant(memories: list[Candidate], others: list[Candidate], threshold: float, relative: float = RELATIVE) -> list[Candidate]:
-    """The memories that compete with ``others`` on relevance (module doc)."""
-    bar = max((finite(c.score) for c in others), default=0.0) * relative
+def relevant(memories: list[Candidate], best_other: float, threshold: float, relative: float | None = None) -> list[Candidate]:
+    """The memories that compete with the best other match (its raw score ``best_other``) on
+    relevance: at least ``relative`` times it and over ``threshold`` (module doc)."""
+    relative = RELATIVE if relative is None else relative
+    bar = best_other * relative
     return [m for m in memories if finite(m.score) > threshold and finite(m.score) >= bar]
+
+
+def lifted(memories: list[Candidate], final_best: float) -> list[Candidate]:
+    """Kept ``memories`` (raw scores) listed next to the other matches: when the best of them
+    scores under ``final_best`` (the best other match's final score), all are raised in proportion
+    so that it scores ``final_best``; never lowered (module doc)."""
+    top = max((finite(m.score) for m in memories), default=0.0)
+    if top <= 0 or final_best <= top:
+        return memories
+    factor = final_best / top
+    return [m.model_copy(update={"score": finite(m.score) * factor}) for m in memories]
+
+
+def questions_under_facts(memories: Sequence[Candidate]) -> list[Candidate]:
+    """Question-only episodes under the best typed memory (module doc), best first."""
+    stated = [finite(m.score) for m in memories if m.record.metadata.get("kind") != "episode"]
+    if not stated:
+        return sorted(memories, key=lambda m: -finite(m.score))
+    cap = 0.999 * max(stated)
+    out = [
+        m.model_copy(update={"score": min(finite(m.score), cap), "reason": f"{m.reason}+question"})
+        if _asks_only(m) and finite(m.score) > cap else m
+        for m in memories
+    ]
+    return sorted(out, key=lambda m: -finite(m.score))
+
+
+def _asks_only(m: Candidate) -> bool:
+    return m.record.metadata.get("kind") == "episode" and asks_only(m.record.text)
