@@ -49,6 +49,9 @@ class RetrieveOutput(BaseModel):
     candidates: list[Candidate] = Field(default_factory=list)
     trace: ThinkingTrace = Field(default_factory=ThinkingTrace)
     failure: dict[str, Any] | None = None  # set by the workflow when this typed query's retrieval failed
+    # the best score of the query's own vector over what it may search, before thinking mode's
+    # feedback moves it or a boost reorders it (one quick search): typed queries compare on it
+    raw_best: float | None = None
 
 
 def plan(request: FindRequest, planner: Planner | None = None, session: SessionView | None = None) -> QueryPlan:
@@ -115,34 +118,45 @@ def retrieve(
         trace.stats.vector_calls += inside_trace.stats.vector_calls
         trace.stats.rounds += inside_trace.stats.rounds
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace)
+    raw = _raw_best(typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight, trace,
+                    moved=request.mode == "thinking" or bool(folders))
     if own_memories and request.user:
-        candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, search_roots, candidates, request,
+        candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, raw, request,
                                                 store, tenant, hybrid, weight, threshold, trace)
     trace.events[:0] = gate.events
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
-    return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace)
+    return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace, raw_best=raw)
+
+
+def _raw_best(
+    text: str, vector: list[float], roots: list[str], candidates: list[Candidate], request: FindRequest,
+    store: VectorStore, tenant: str, hybrid: bool, weight: float | None, trace: ThinkingTrace, *, moved: bool,
+) -> float:
+    """The best raw score of the query's vector under ``roots`` (see ``RetrieveOutput.raw_best``):
+    the candidates' own in an unboosted quick search, else one quick search of limit 1."""
+    if not candidates:
+        return 0.0
+    if not moved:
+        return max(finite(c.score) for c in candidates)
+    ref, ref_trace = quick_search(store, tenant, vector, roots, 1, request.filter, text if hybrid else None, False, weight)
+    trace.stats.vector_calls += ref_trace.stats.vector_calls
+    return max((finite(c.score) for c in ref), default=0.0)
 
 
 def _own_memories(
-    text: str, vector: list[float], mem_roots: list[str], other_roots: list[str], others: list[Candidate],
+    text: str, vector: list[float], mem_roots: list[str], others: list[Candidate], raw_best: float,
     request: FindRequest, store: VectorStore, tenant: str, hybrid: bool, weight: float | None, threshold: float,
     trace: ThinkingTrace,
 ) -> list[Candidate]:
-    """The user's memories as relevant as ``others`` (the other roots' candidates), compared on raw
-    scores of the query's vector and listed on the others' scale (:mod:`.retrieval.memories`)."""
-    hybrid_text = text if hybrid else None
-    found, mem_trace = quick_search(store, tenant, vector, mem_roots, request.limit, request.filter, hybrid_text,
+    """The user's memories as relevant as ``others`` (the other roots' candidates, ``raw_best``
+    their best raw score), compared on raw scores of the query's vector and listed next to the
+    others (:mod:`.retrieval.memories`)."""
+    found, mem_trace = quick_search(store, tenant, vector, mem_roots, request.limit, request.filter, text if hybrid else None,
                                     request.collapse_chunks, weight)
     found = [c for c in found if c.record.level is Level.DETAIL]  # a memory folder's summary cites nothing
-    raw_best = 0.0
-    if others:  # the best other match scored the same way (thinking mode's scores are moved by feedback)
-        ref, ref_trace = quick_search(store, tenant, vector, other_roots, 1, request.filter, hybrid_text, False, weight)
-        raw_best = max((finite(c.score) for c in ref), default=0.0)
-        trace.stats.vector_calls += ref_trace.stats.vector_calls
     trace.stats.vector_calls += mem_trace.stats.vector_calls
     kept = questions_under_facts(relevant(found, raw_best, threshold))
-    final_best = max((finite(c.score) for c in others), default=0.0)
-    kept = lifted(kept, final_best)
+    kept = lifted(kept, max((finite(c.score) for c in others), default=0.0))
     best_mem = max((finite(c.score) for c in found), default=0.0)
     trace.add("keep", detail=f"memories of {request.user}: {len(kept)} of {len(found)} as relevant as the other matches "
               f"(raw scores: best other {raw_best:.3f}, best memory {best_mem:.3f})")
@@ -209,6 +223,18 @@ def _rescore_all(outputs: list[RetrieveOutput], reranker: Reranker | None, hotne
         return list(pool.map(lambda out: _rescore(out, reranker, hotness_weight), outputs))
 
 
+def weaker_context(out: RetrieveOutput, outputs: list[RetrieveOutput]) -> bool:
+    """Whether ``out`` is a weighted typed query whose raw best is no better than a full-weight
+    typed query's of the same plan. Adding the previous turn's words to a turn that moved on to a
+    new topic makes its best match weaker (the words pull toward two topics at once), while a
+    follow-up ("what about the fee?") matches better with what it follows; so the conversation's
+    words count only when they help the best match (measured: benchmarks/README.md, issue 19)."""
+    if out.query.weight >= 1.0 or out.raw_best is None:
+        return False
+    own = [o.raw_best for o in outputs if o.query.weight >= 1.0 and o.raw_best is not None and o.failure is None]
+    return bool(own) and out.raw_best <= max(own)
+
+
 def rerank(
     outputs: list[RetrieveOutput],
     request: FindRequest,
@@ -221,11 +247,17 @@ def rerank(
     """Rerank each typed query's candidates, then threshold (strict ``>``; the request's
     ``score_threshold``, else ``threshold``: the settings'), dedupe by URI, cut to ``limit`` per
     type and typed query, merge the typed queries (each URI at its best score times its typed
-    query's ``weight``), and bucket by context type, ``limit`` per bucket."""
+    query's ``weight``), and bucket by context type, ``limit`` per bucket. A weighted typed query
+    (the turn with the conversation's words, :mod:`.planning.session_planner`) whose raw best does
+    not beat the full-weight query's is left out (:func:`weaker_context`)."""
     threshold = threshold if request.score_threshold is None else request.score_threshold
     result = FindResult(query_plan=plan_)
     best: dict[str, MatchedContext] = {}  # a URI found by several typed queries is listed once
     for out, rescored in zip(outputs, _rescore_all(outputs, reranker, hotness_weight)):
+        if weaker_context(out, outputs):
+            out.trace.add("exclude", detail=f"with the conversation's words the best match scores {out.raw_best:.3f}, no better "
+                          "than the turn alone: the turn has moved on, its own matches answer it")
+            rescored = []
         kept = per_type(dedupe_by_uri(above_threshold(rescored, threshold), request.collapse_chunks), request.limit)
         out.trace.stats.candidates_excluded += len(out.candidates) - len(kept)
         matches = [to_match(c) for c in kept]

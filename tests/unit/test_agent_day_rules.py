@@ -89,3 +89,40 @@ def test_an_episode_asks_only_when_every_line_the_user_said_is_a_question():
     assert not asks_only("[1 May] ann: Hi.\n[1 May] ann: Which plan am I on?")  # one line tells something
     assert asks_only("[1 May] ann: 我们用的是哪个套餐？")
     assert not asks_only("(context) assistant: Which plan?")  # the user said nothing
+
+
+def test_a_query_too_short_to_tell_from_noise_has_no_semantic_evidence(monkeypatch):
+    assert evidence.spaced_letters("csfv") == 4 and evidence.spaced_letters("webhoks") == 7
+    assert evidence.spaced_letters("退款 ok") == 2  # CJK characters are words of their own, not letters of one
+    trace = ThinkingTrace()
+
+    class Store:  # no query word in the content; its dense match would beat any floor
+        backend = "fake"
+
+        def capabilities(self):
+            return type("C", (), {"keyword": True})()
+
+        def query(self, q):
+            return []
+
+    monkeypatch.setattr(evidence, "noise_floor", lambda *a, **k: 0.0)
+    assert not evidence.has_evidence(Store(), None, "t", "csfv", [0.0], ["cairn://resources"], None, trace)
+    assert "fewer than 5 letters" in trace.events[-1].detail
+
+
+def _out(query: str, weight: float, raw_best: float | None):
+    from cairn.models import TypedQuery
+    from cairn.stages import RetrieveOutput
+
+    return RetrieveOutput(query=TypedQuery(query=query, weight=weight), raw_best=raw_best)
+
+
+def test_the_conversations_words_count_only_when_they_help_the_best_match():
+    from cairn.stages import weaker_context
+
+    turn, moved_on = _out("what's the refund window?", 1.0, 0.50), _out("do you charge VAT? what's the refund window?", 0.9, 0.48)
+    assert weaker_context(moved_on, [turn, moved_on])  # the previous turn's words made the best match weaker
+    follow_up = _out("I was charged twice. how long does it take?", 0.9, 0.63)
+    assert not weaker_context(follow_up, [turn, follow_up])  # a follow-up matches better with what it follows
+    assert not weaker_context(turn, [turn, moved_on])  # the turn itself always counts
+    assert not weaker_context(_out("x", 0.9, None), [turn])  # no raw score (an older state): kept as before
