@@ -117,6 +117,18 @@ def test_an_ordinary_word_that_names_a_folder_does_not_lock_the_conversation_to_
     assert _leaves(paypal)[0] == f"{HANDBOOK}/faq/paypal.md"
 
 
+def test_after_a_change_of_topic_the_previous_turn_does_not_weigh_on_the_new_one(client):
+    s = client.create_session()
+    client.append_message(s.id, "user", "I was charged, how long until I get a refund?")
+    client.append_message(s.id, "assistant", "Refunds reach the original card in 5 to 10 business days.")
+    got = client.search("Can we import contacts from a CSV file?", s.id, limit=5, include_provenance=True)
+    assert _leaves(got)[0] == f"{HANDBOOK}/data/csv-import.md"
+    carried = got.provenance[1]  # the turn with the previous user turn's words
+    assert carried["matches"] == [] and any("moved on" in e["detail"] for e in carried["trace"]["events"])
+    follow = client.search("and how long does that take?", s.id, limit=5)  # a follow-up still gets what it follows
+    assert _leaves(follow)[0] == f"{HANDBOOK}/billing/refunds.md"
+
+
 def test_a_sessions_user_gets_their_own_relevant_memories_and_no_one_elses(as_user):
     ann_c, bob_c = as_user("ann"), as_user("bob")
     ann, bob = ann_c.create_session(user="ann"), bob_c.create_session(user="bob")
@@ -129,6 +141,18 @@ def test_a_sessions_user_gets_their_own_relevant_memories_and_no_one_elses(as_us
     assert "Ann is vegetarian." not in [m.text for m in theirs.memories]
     plan = ann_c.search("Which plan am I on?", ann.id, limit=5)
     assert plan.all()[0].text == "Ann's workspace is on the Growth plan."  # next to the resources, first
+
+
+def test_a_question_asked_before_is_not_its_own_answer(client, as_user):
+    client.remember("Bob's company is on the Enterprise plan.", "profile", user="bob", key="plan")
+    bob = as_user("bob")
+    before = bob.create_session(user="bob")
+    bob.append_message(before.id, "user", "Which plan are we on again?")
+    bob.append_message(before.id, "assistant", "You are on Enterprise.")
+    assert bob.commit(before.id).stored == 1  # the question is kept as an episode
+    got = bob.search("Which plan are we on?", bob.create_session(user="bob").id, limit=5)
+    assert got.memories[0].text == "Bob's company is on the Enterprise plan."  # the fact, not the earlier question
+    assert got.all()[0].text == "Bob's company is on the Enterprise plan."  # next to the resources, first
 
 
 def test_commit_without_an_llm_keeps_what_the_user_said_and_says_so(as_user):
@@ -157,6 +181,14 @@ def test_a_context_block_of_300_tokens_starts_with_the_answer(client, embedder):
     assert block.tokens == count(block.text) <= 300
     assert "5 to 10 business days" in block.passages[0].text
     assert len({p.uri.split("#")[0] for p in block.passages}) == len(block.passages)  # deduplicated
+
+
+@pytest.mark.parametrize("ask", ["find", "search"])
+def test_four_random_letters_near_a_word_find_nothing_a_longer_misspelling_does(client, ask):
+    call = getattr(client, ask)
+    assert call("csfv", limit=5).total == 0  # one letter from "CSV": a short string is near some word by chance
+    got = call("paypall", limit=5)
+    assert got.total and _leaves(got)[0] == f"{HANDBOOK}/faq/paypal.md"
 
 
 @pytest.mark.parametrize("ask", ["find", "search"])
