@@ -140,7 +140,9 @@ def _raw_best(
         return max(finite(c.score) for c in candidates)
     ref, ref_trace = quick_search(store, tenant, vector, roots, 1, request.filter, text if hybrid else None, False, weight)
     trace.stats.vector_calls += ref_trace.stats.vector_calls
-    return max((finite(c.score) for c in ref), default=0.0)
+    raw = max((finite(c.score) for c in ref), default=0.0)
+    trace.add("global_search", score=round(raw, 4), detail=f"raw best {raw:.3f}: the query's own vector, one quick search")
+    return raw
 
 
 def _own_memories(
