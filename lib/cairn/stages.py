@@ -141,7 +141,8 @@ def _raw_best(
     ref, ref_trace = quick_search(store, tenant, vector, roots, 1, request.filter, text if hybrid else None, False, weight)
     trace.stats.vector_calls += ref_trace.stats.vector_calls
     raw = max((finite(c.score) for c in ref), default=0.0)
-    trace.add("global_search", score=round(raw, 4), detail=f"raw best {raw:.3f}: the query's own vector, one quick search")
+    searched = next((e.detail for e in ref_trace.events if e.kind == "global_search"), "")
+    trace.add("global_search", score=round(raw, 4), detail=f"raw best {raw:.3f} of the query's own vector ({searched})")
     return raw
 
 
