@@ -34,6 +34,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             reranker=reranker,
             hotness_weight=cairn.hotness_weight,
             threshold=cairn.thinking.threshold,
+            language=services.languages.for_tenant(inp.tenant),
         )
     if inp.rerank_failure:  # the Catch on Rerank: the retrieval order, and the trace says why
         for qr in result.query_results:

@@ -181,6 +181,7 @@ class Pipeline:
     def _run(self, request: FindRequest, plan: Any, rerank: bool) -> FindResult:
         reranker = self.reranker if rerank else None
         thinking = self.thinking
+        language = self.services.languages.for_tenant(self.tenant)
         if request.score_threshold is not None:
             thinking = replace(thinking, threshold=request.score_threshold)
         outputs = [
@@ -192,12 +193,13 @@ class Pipeline:
                 embedder=self.embedder,
                 thinking=thinking,
                 rerank_follows=reranker is not None,
-                language=self.services.languages.for_tenant(self.tenant),
+                language=language,
             )
             for tq in plan.queries
         ]
         result = stages.rerank(
-            outputs, request, reranker=reranker, hotness_weight=self.hotness_weight, threshold=thinking.threshold
+            outputs, request, reranker=reranker, hotness_weight=self.hotness_weight, threshold=thinking.threshold,
+            language=language,
         )
         for qr in result.query_results:
             self.stats.record_result(qr)

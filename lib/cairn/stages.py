@@ -78,7 +78,8 @@ def retrieve(
     ``2·limit`` when a reranker follows, else ``limit``. A typed query with ``boost_uris`` is
     searched everywhere it may search and inside those folders, merged (:mod:`.retrieval.boost`).
     A query in a language the embedder was not trained on (``language``: the tenant's fixed one,
-    else detected) is fused with the keyword side leading (``UNCOVERED_DENSE_WEIGHT``)."""
+    else detected) is fused with the keyword side leading (``UNCOVERED_DENSE_WEIGHT``) in every
+    search it makes, those that would have been dense only included."""
     started = time.perf_counter()
     vector = embedder.embed_one(typed_query.query).tolist()
     roots = roots_for(typed_query.context_type, typed_query.target_uris, request.user)
@@ -105,13 +106,15 @@ def retrieve(
     search_roots = [r for r in roots if r not in mem_roots]
     uncovered = covers(embedder, typed_query.query, language)
     weight = None if uncovered is None else UNCOVERED_DENSE_WEIGHT
+    # the embedder's cosines in a language it was not trained on rank noise: every search of this
+    # query (inside narrowed folders and with hybrid off too) is fused with the keywords leading
+    hybrid = hybrid or uncovered is not None
     candidates, trace = _search(typed_query.query, vector, search_roots, request, store, tenant, thinking, hand_on, hybrid,
                                 narrowed=False, dense_weight=weight)
-    if uncovered is not None and hybrid:
-        trace.events.insert(0, TraceEvent(kind="fallback", detail=f"{embedder.name} was not trained on {uncovered!r}: "
-                                          f"keywords lead the fusion (dense weight {weight})"))
+    if uncovered is not None:
+        trace.events.insert(0, _uncovered_event(embedder, store, uncovered, weight))
     if folders:
-        inside_hybrid = request.hybrid if request.hybrid is not None else False
+        inside_hybrid = (request.hybrid if request.hybrid is not None else False) or uncovered is not None
         inside, inside_trace = _search(typed_query.query, vector, list(folders), request, store, tenant, thinking, hand_on,
                                        inside_hybrid, narrowed=True, dense_weight=weight)
         trace.events += inside_trace.events
@@ -166,6 +169,15 @@ def _own_memories(
     return kept
 
 
+def _uncovered_event(embedder: Embedder, store: VectorStore, language: str, weight: float | None) -> TraceEvent:
+    """What the trace says of a query in a language the embedder was not trained on."""
+    if not store.capabilities().hybrid:
+        return TraceEvent(kind="fallback", detail=f"{embedder.name} was not trained on {language!r} and the {store.backend} "
+                          "store has no keyword search: the dense scores answer alone")
+    return TraceEvent(kind="fallback", detail=f"{embedder.name} was not trained on {language!r}: "
+                      f"keywords lead every search (dense weight {weight})")
+
+
 def _search(
     text: str, vector: list[float], roots: list[str], request: FindRequest, store: VectorStore, tenant: str,
     thinking: ThinkingConfig | None, hand_on: int, hybrid: bool, *, narrowed: bool, dense_weight: float | None = None,
@@ -186,11 +198,11 @@ def _search(
     return quick_search(store, tenant, vector, roots, hand_on, request.filter, hybrid_text, collapse, dense_weight)
 
 
-def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: float) -> list[Candidate]:
+def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: float, language: str | None = None) -> list[Candidate]:
     """One rerank call per typed query (its fallbacks recorded in the trace), then hotness."""
     candidates = out.candidates
     if reranker is not None and candidates:
-        outcome = reranker.rerank(out.query.query, candidates)
+        outcome = reranker.rerank(out.query.query, candidates, language=language)
         candidates = list(outcome.candidates)
         out.trace.stats.rerank_used = outcome.used
         out.trace.stats.rerank_fallback = outcome.fallback
@@ -216,14 +228,15 @@ def per_type(candidates: list[Candidate], limit: int) -> list[Candidate]:
     return out
 
 
-def _rescore_all(outputs: list[RetrieveOutput], reranker: Reranker | None, hotness_weight: float) -> list[list[Candidate]]:
+def _rescore_all(outputs: list[RetrieveOutput], reranker: Reranker | None, hotness_weight: float,
+                 language: str | None = None) -> list[list[Candidate]]:
     """:func:`_rescore` of every typed query; side by side when a reranker waits on a network."""
     if reranker is None or len(outputs) < 2:
-        return [_rescore(out, reranker, hotness_weight) for out in outputs]
+        return [_rescore(out, reranker, hotness_weight, language) for out in outputs]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=len(outputs), thread_name_prefix="cairn-rerank") as pool:
-        return list(pool.map(lambda out: _rescore(out, reranker, hotness_weight), outputs))
+        return list(pool.map(lambda out: _rescore(out, reranker, hotness_weight, language), outputs))
 
 
 def weaker_context(out: RetrieveOutput, outputs: list[RetrieveOutput]) -> bool:
@@ -246,17 +259,19 @@ def rerank(
     reranker: Reranker | None = None,
     hotness_weight: float = 0.0,
     threshold: float = DEFAULT_THRESHOLD,
+    language: str | None = None,
 ) -> FindResult:
     """Rerank each typed query's candidates, then threshold (strict ``>``; the request's
     ``score_threshold``, else ``threshold``: the settings'), dedupe by URI, cut to ``limit`` per
     type and typed query, merge the typed queries (each URI at its best score times its typed
     query's ``weight``), and bucket by context type, ``limit`` per bucket. A weighted typed query
     (the turn with the conversation's words, :mod:`.planning.session_planner`) whose raw best does
-    not beat the full-weight query's is left out (:func:`weaker_context`)."""
+    not beat the full-weight query's is left out (:func:`weaker_context`). ``language``: the
+    tenant's fixed one (None: detected), for a reranker that reads the embedder's cosines."""
     threshold = threshold if request.score_threshold is None else request.score_threshold
     result = FindResult(query_plan=plan_)
     best: dict[str, MatchedContext] = {}  # a URI found by several typed queries is listed once
-    for out, rescored in zip(outputs, _rescore_all(outputs, reranker, hotness_weight)):
+    for out, rescored in zip(outputs, _rescore_all(outputs, reranker, hotness_weight, language)):
         if weaker_context(out, outputs):
             out.trace.add("exclude", detail=f"with the conversation's words the best match scores {out.raw_best:.3f}, no better "
                           "than the turn alone: the turn has moved on, its own matches answer it")

@@ -86,9 +86,10 @@ class IngestReport:
         return self.records / self.seconds if self.seconds else 0.0
 
 
-def language_warnings(embedder: Embedder, texts: list[str]) -> list[str]:
+def language_warnings(embedder: Embedder, texts: list[str], keyword_store: str | None = None) -> list[str]:
     """A warning when documents are written in a language the embedder was not trained on: their
-    dense scores are noise (keyword search still reads them, in their language)."""
+    dense scores are noise. Keyword search still reads them, in their language; ``keyword_store``
+    names a store that has none (Pinecone), where nothing but those dense scores answers them."""
     uncovered = uncovered_languages(embedder, texts)
     if not uncovered:
         return []
@@ -97,8 +98,11 @@ def language_warnings(embedder: Embedder, texts: list[str]) -> list[str]:
     said = ", ".join(f"{n} in {LANGUAGES[c].name if c in LANGUAGES else 'another script'}"
                      for c, n in sorted(uncovered.items(), key=lambda kv: -kv[1]))
     covered = ", ".join(sorted(embedder.languages or ()))
+    effect = ("their meaning is not searched, only their words" if keyword_store is None else
+              f"the {keyword_store} store has no keyword search, so queries in that language are answered by "
+              "the embedder's vectors alone, which do not read it")
     return [f"{sum(uncovered.values())} of {len(texts)} document(s) are in a language the embedder {embedder.name!r} "
-            f"does not cover ({said}; it covers: {covered}): their meaning is not searched, only their words. "
+            f"does not cover ({said}; it covers: {covered}): {effect}. "
             "Choose a multilingual embedder: CAIRN_EMBEDDING_MODEL=multilingual-e5-small (local), "
             "or Bedrock Titan v2 / cohere.embed-multilingual-v3 (docs/languages.md)"]
 
@@ -261,8 +265,9 @@ class Ingestor:
             fresh = {u: b for u, b in tree.bodies.items() if u in tree.changed_nodes or u not in stored}
             self._put_bodies(fresh)
         self._write([p for p in tree.records if p.changed], report, progress)  # 2.
+        no_keywords = None if self.store.capabilities().keyword else self.store.backend
         report.warnings += language_warnings(self.embedder, [p.embed_text for p in tree.records
-                                                              if p.changed and p.record.level is Level.DETAIL])
+                                                              if p.changed and p.record.level is Level.DETAIL], no_keywords)
         gone = sorted(stored - tree.nodes)
         stale = self._stale_ids(tree, gone)
         if stale:  # 3. records of what disappeared

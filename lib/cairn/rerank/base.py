@@ -205,8 +205,9 @@ class Reranker(ABC):
         vendor errors to ``RerankError``); an empty or short list is handled by the base.
         """
 
-    def rerank(self, query: str, candidates: Sequence[Candidate]) -> RerankOutcome:
-        """Rescore ``candidates`` for ``query``; return them best first with what happened."""
+    def rerank(self, query: str, candidates: Sequence[Candidate], *, language: str | None = None) -> RerankOutcome:
+        """Rescore ``candidates`` for ``query``; return them best first with what happened.
+        ``language``: the tenant's fixed language (None: the query's is detected where it matters)."""
         start = time.perf_counter()
         candidates = list(candidates)
         texts = [c.record.rerank_text for c in candidates]
@@ -222,7 +223,7 @@ class Reranker(ABC):
         else:
             q, docs, stats["truncated"] = fit_budget(query, [texts[i] for i in to_send], self.max_tokens)
             stats["sent"] = len(docs)
-            scores = self._checked_scores(q, docs, stats, [candidates[i] for i in to_send])
+            scores = self._checked_scores(q, docs, stats, [candidates[i] for i in to_send], language)
         out = list(candidates)
         if scores is not None:
             non_finite = 0
@@ -242,16 +243,17 @@ class Reranker(ABC):
         self._account(outcome)
         return outcome
 
-    def _score_candidates(self, query: str, documents: list[str], candidates: list[Candidate]) -> list[float]:
+    def _score_candidates(self, query: str, documents: list[str], candidates: list[Candidate],
+                          language: str | None = None) -> list[float]:
         """The hook a backend that reads more than the texts overrides (the candidates' stored
-        vectors, say); by default :meth:`_score` of the texts."""
+        vectors, the query's language, say); by default :meth:`_score` of the texts."""
         return self._score(query, documents)
 
     def _checked_scores(self, query: str, docs: list[str], stats: dict[str, Any],
-                        sent: list[Candidate] | None = None) -> list[float] | None:
+                        sent: list[Candidate] | None = None, language: str | None = None) -> list[float] | None:
         """Call the backend; on any bad answer fill ``stats`` with the fallback and return None."""
         try:
-            raw = self._score_candidates(query, docs, sent) if sent is not None else self._score(query, docs)
+            raw = self._score_candidates(query, docs, sent, language) if sent is not None else self._score(query, docs)
         except RerankResponseError as exc:
             stats.update(fallback=exc.fallback, error=exc.message)
             return None

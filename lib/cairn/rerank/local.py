@@ -26,6 +26,10 @@ all-irrelevant batch as confidently as a good one. The convex combination keeps 
 part on its absolute scale (an unrelated text stays near 0) and uses BM25, normalised by
 the best BM25 score in the set, as a bounded bonus; the result lies in 0..1, so the
 threshold keeps its meaning. When no candidate shares a term with the query, BM25 adds 0.
+
+A query in a language the embedder was not trained on (``Embedder.languages``) is rescored by
+its words alone, as the retrieval fused it (``UNCOVERED_DENSE_WEIGHT``): the model's cosines there
+are noise (MiniLM gives unrelated Japanese texts 0.3–0.4).
 """
 
 from __future__ import annotations
@@ -127,15 +131,25 @@ class LocalReranker(Reranker):
         q /= max(float(np.linalg.norm(q)), 1e-12)
         return np.clip(matrix @ q, 0.0, 1.0)
 
-    def _score_candidates(self, query: str, documents: list[str], candidates: list[Candidate]) -> list[float]:
-        dense = self.stored_scores(query, candidates) if self.stored_vectors and self.dense_weight > 0 else None
-        return self._fuse(query, documents, dense)
+    def weight_for(self, query: str, language: str | None = None) -> float:
+        """The dense score's share for ``query``: ``dense_weight``, or ``UNCOVERED_DENSE_WEIGHT``
+        when the embedder was not trained on the query's language (``language``: the tenant's
+        fixed one, else detected), as in the retrieval's fusion: there its cosines rank noise."""
+        from ..embeddings.base import covers
+        from ..vectorstores.fusion import UNCOVERED_DENSE_WEIGHT
+
+        return self.dense_weight if covers(self.embedder, query, language) is None else UNCOVERED_DENSE_WEIGHT
+
+    def _score_candidates(self, query: str, documents: list[str], candidates: list[Candidate],
+                          language: str | None = None) -> list[float]:
+        w = self.weight_for(query, language)
+        dense = self.stored_scores(query, candidates) if self.stored_vectors and w > 0 else None
+        return self._fuse(query, documents, dense, w)
 
     def _score(self, query: str, documents: list[str]) -> list[float]:
-        return self._fuse(query, documents, None)
+        return self._fuse(query, documents, None, self.weight_for(query))
 
-    def _fuse(self, query: str, documents: list[str], dense: np.ndarray | None) -> list[float]:
-        w = self.dense_weight
+    def _fuse(self, query: str, documents: list[str], dense: np.ndarray | None, w: float) -> list[float]:
         fused = np.zeros(len(documents), dtype=np.float64)
         if w > 0:
             fused += w * (dense if dense is not None else self.dense_scores(query, documents))
