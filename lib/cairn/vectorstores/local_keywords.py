@@ -30,7 +30,7 @@ import numpy as np
 from . import keywords
 
 K1, B = 1.5, 0.75
-_MAGIC = b"CAIRNKW2\n"  # 2: arrays 8-byte aligned (a file of format 1 is rebuilt)
+_MAGIC = b"CAIRNKW3\n"  # 2: arrays 8-byte aligned; 3: L1 overviews not indexed (keywords.record_text). Older files are rebuilt
 MAX_CHUNKS = 12
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from . import keywords
 from . import local_keywords as kw
 from .local_columns import ColumnChunk
 
@@ -120,8 +121,8 @@ class Segment:
 
 
 def indexed_text(doc: Mapping[str, Any]) -> str:
-    """What keyword search reads of a record: title, abstract and text."""
-    return " ".join(filter(None, (doc.get("title"), doc.get("abstract"), doc.get("text"))))
+    """What keyword search reads of a record (:func:`cairn.vectorstores.keywords.record_text`)."""
+    return keywords.record_text(doc)
 
 
 class Lines(Sequence[bytes]):

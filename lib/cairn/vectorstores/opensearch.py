@@ -7,7 +7,8 @@
   neighbours come from the filtered set). Scores are turned back from OpenSearch's
   ``(1 + cos) / 2`` into the cosine similarity, so every backend reports the same number.
 * Keyword search is BM25 ``multi_match`` over ``title.text^2``, ``abstract`` and ``text``, or
-  their subfields of the query's language (``text.zh``: smartcn, ``text.ja``: kuromoji, ...);
+  their subfields of the query's language (``text.zh``: smartcn, ``text.ja``: kuromoji, ...),
+  never on a directory's L1 overview (as on the local store: :func:`.keywords.record_text`);
   hybrid runs dense and keyword in one ``_msearch`` and fuses their scores (:mod:`.fusion`).
 * ``query_many`` is one ``_msearch`` round trip; upserts are chunked ``_bulk`` requests.
 * Requests that fail with a retryable status (:mod:`cairn.retry`), a timeout or a connection
@@ -45,6 +46,7 @@ from .base import (
     VectorStore,
 )
 from .fusion import fuse, hybrid_depth
+from .keywords import OVERVIEW_LEVEL
 
 if TYPE_CHECKING:
     from ..config import OpenSearchSettings
@@ -450,7 +452,10 @@ class OpenSearchVectorStore(VectorStore):
         language = language_of(request.text or "", self.language_policy.for_tenant(request.tenant))
         fields = keyword_fields(language, self.languages)
         match = {"multi_match": {"query": request.text, "fields": fields, "type": "best_fields"}}
-        query = {"bool": {"must": [match], "filter": _tenant_query(request.tenant, native)["bool"]["filter"]}}
+        query = {"bool": {"must": [match], "filter": _tenant_query(request.tenant, native)["bool"]["filter"],
+                          # a directory's overview lists its children's abstracts: matched by meaning only,
+                          # as on the local store (keywords.record_text)
+                          "must_not": [{"term": {"level": OVERVIEW_LEVEL}}]}}
         return {"size": size, "_source": _source(request), "query": query}
 
     def _hits(self, request: VectorQuery, response: dict[str, Any]) -> list[VectorHit]:
