@@ -251,6 +251,27 @@ def weaker_context(out: RetrieveOutput, outputs: list[RetrieveOutput]) -> bool:
     return bool(own) and out.raw_best <= max(own)
 
 
+def merge_factor(out: RetrieveOutput, matches: list[MatchedContext], listed: list[tuple[RetrieveOutput, list[MatchedContext]]]) -> float:
+    """What ``out``'s match scores are multiplied by when the typed queries are merged: 1 for a
+    full-weight typed query; for a weighted one (the turn with the conversation's words), its
+    ``weight`` times its matches put on the full-weight query's scale by the two raw bests: its best
+    match lands at ``weight · (its raw best / the turn's raw best) · the turn's best final score``.
+    Thinking mode lifts the best match of each search toward 1 (feedback), so final scores of two
+    searches are not on one scale; their raw bests are (one quick search of each query's vector),
+    and they say by how much the conversation's words helped (measured: benchmarks/README.md)."""
+    if out.query.weight >= 1.0:
+        return 1.0
+    own = [(o.raw_best, max((m.score for m in ms), default=0.0)) for o, ms in listed
+           if o.query.weight >= 1.0 and o.raw_best is not None and o.failure is None]
+    top = max((m.score for m in matches), default=0.0)
+    if not own or out.raw_best is None or top <= 0:
+        return out.query.weight
+    raw_own, final_own = max(own)
+    if raw_own <= 0 or final_own <= 0:
+        return out.query.weight
+    return out.query.weight * (out.raw_best / raw_own) * (final_own / top)
+
+
 def rerank(
     outputs: list[RetrieveOutput],
     request: FindRequest,
@@ -271,6 +292,7 @@ def rerank(
     threshold = threshold if request.score_threshold is None else request.score_threshold
     result = FindResult(query_plan=plan_)
     best: dict[str, MatchedContext] = {}  # a URI found by several typed queries is listed once
+    listed: list[tuple[RetrieveOutput, list[MatchedContext]]] = []
     for out, rescored in zip(outputs, _rescore_all(outputs, reranker, hotness_weight, language)):
         if weaker_context(out, outputs):
             out.trace.add("exclude", detail=f"with the conversation's words the best match scores {out.raw_best:.3f}, no better "
@@ -282,11 +304,13 @@ def rerank(
         result.query_results.append(
             QueryResult(query=out.query, matches=matches, tiers={m.uri: c.reason for m, c in zip(matches, kept)}, trace=out.trace)
         )
-        weight = out.query.weight
+        listed.append((out, matches))
+    for out, matches in listed:
+        factor = merge_factor(out, matches, listed)
         for m in matches:  # one entry per URI (per document when collapsing) across typed queries
             key = document_key(m.uri) if request.collapse_chunks else m.uri
-            if weight != 1.0:
-                m = m.model_copy(update={"score": round(m.score * weight, 6)})
+            if factor != 1.0:
+                m = m.model_copy(update={"score": round(m.score * factor, 6)})
             if key not in best or m.score > best[key].score:
                 best[key] = m
     for m in sorted(best.values(), key=lambda m: -m.score):

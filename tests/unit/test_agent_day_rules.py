@@ -126,3 +126,18 @@ def test_the_conversations_words_count_only_when_they_help_the_best_match():
     assert not weaker_context(follow_up, [turn, follow_up])  # a follow-up matches better with what it follows
     assert not weaker_context(turn, [turn, moved_on])  # the turn itself always counts
     assert not weaker_context(_out("x", 0.9, None), [turn])  # no raw score (an older state): kept as before
+
+
+def test_the_carried_querys_matches_are_put_on_the_turns_scale_by_their_raw_bests():
+    from cairn.models import ContextType, MatchedContext
+    from cairn.stages import merge_factor
+
+    def match(score):
+        return MatchedContext(context_type=ContextType.RESOURCE, uri="cairn://resources/a.md", level=2, score=score, abstract="")
+
+    turn, carried = _out("how long?", 1.0, 0.40), _out("I was charged twice. how long?", 0.8, 0.60)
+    listed = [(turn, [match(0.90)]), (carried, [match(0.95)])]
+    # raw bests 0.60 against 0.40: the carried query's best lands at 0.8 x 1.5 x the turn's 0.90
+    assert round(merge_factor(carried, [match(0.95)], listed) * 0.95, 3) == round(0.8 * 1.5 * 0.90, 3)
+    assert merge_factor(turn, [match(0.90)], listed) == 1.0
+    assert merge_factor(_out("x", 0.8, None), [match(0.5)], listed) == 0.8  # no raw score: its weight alone
