@@ -255,7 +255,8 @@ def merge_factor(out: RetrieveOutput, matches: list[MatchedContext], listed: lis
     """What ``out``'s match scores are multiplied by when the typed queries are merged: 1 for a
     full-weight typed query; for a weighted one (the turn with the conversation's words), its
     ``weight`` times its matches put on the full-weight query's scale by the two raw bests: its best
-    match lands at ``weight · (its raw best / the turn's raw best) · the turn's best final score``.
+    match lands at ``weight · (its raw best / the turn's raw best) · the turn's best final score``
+    (1 at most).
     Thinking mode lifts the best match of each search toward 1 (feedback), so final scores of two
     searches are not on one scale; their raw bests are (one quick search of each query's vector),
     and they say by how much the conversation's words helped (measured: benchmarks/README.md)."""
@@ -269,7 +270,8 @@ def merge_factor(out: RetrieveOutput, matches: list[MatchedContext], listed: lis
     raw_own, final_own = max(own)
     if raw_own <= 0 or final_own <= 0:
         return out.query.weight
-    return out.query.weight * (out.raw_best / raw_own) * (final_own / top)
+    # scores stay in 0..1: the carried query's best match scores 1 at most
+    return min(out.query.weight * (out.raw_best / raw_own) * (final_own / top), 1.0 / top)
 
 
 def rerank(
