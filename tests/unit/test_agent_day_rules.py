@@ -135,9 +135,11 @@ def test_the_carried_querys_matches_are_put_on_the_turns_scale_by_their_raw_best
     def match(score):
         return MatchedContext(context_type=ContextType.RESOURCE, uri="cairn://resources/a.md", level=2, score=score, abstract="")
 
-    turn, carried = _out("how long?", 1.0, 0.40), _out("I was charged twice. how long?", 0.8, 0.60)
+    turn, carried = _out("how long?", 1.0, 0.50), _out("I was charged twice. how long?", 0.8, 0.60)
     listed = [(turn, [match(0.90)]), (carried, [match(0.95)])]
-    # raw bests 0.60 against 0.40: the carried query's best lands at 0.8 x 1.5 x the turn's 0.90
-    assert round(merge_factor(carried, [match(0.95)], listed) * 0.95, 3) == round(0.8 * 1.5 * 0.90, 3)
+    # raw bests 0.60 against 0.50: the carried query's best lands at 0.8 x 1.2 x the turn's 0.90
+    assert round(merge_factor(carried, [match(0.95)], listed) * 0.95, 3) == round(0.8 * 1.2 * 0.90, 3)
+    far = _out("I was charged twice. how long?", 0.8, 1.0)  # 0.8 x 2 x 0.90 would be 1.44: scores stay under 1
+    assert round(merge_factor(far, [match(0.95)], [(turn, [match(0.90)]), (far, [match(0.95)])]) * 0.95, 6) == 1.0
     assert merge_factor(turn, [match(0.90)], listed) == 1.0
     assert merge_factor(_out("x", 0.8, None), [match(0.5)], listed) == 0.8  # no raw score: its weight alone
