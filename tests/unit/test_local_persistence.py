@@ -81,6 +81,19 @@ def test_a_missing_segment_is_reported_for_its_partition(tmp_path):
         LocalVectorStore(tmp_path, dimension=DIM).count("acme")
 
 
+def test_a_segment_whose_record_lines_do_not_add_up_is_reported_for_its_partition(tmp_path):
+    s = LocalVectorStore(tmp_path, dimension=DIM)
+    s.upsert([rec("acme", "a"), rec("acme", "b")])
+    folder = tmp_path / "tenants" / "acme"
+    seg = next(folder.glob("seg-*.bin"))
+    raw = seg.read_bytes()
+    seg.write_bytes(raw.replace(b'}\n{', b'} {', 1))  # one record line fewer, the same size
+    for path in folder.glob("*.off"):
+        path.unlink()  # so the lines are counted again
+    with pytest.raises(VectorStoreError, match="tenant 'acme'.*record lines"):
+        LocalVectorStore(tmp_path, dimension=DIM).count("acme")
+
+
 def test_a_store_in_the_old_two_file_format_is_read_and_converted_on_the_first_write(tmp_path):
     tdir = tmp_path / "tenants" / "acme"
     tdir.mkdir(parents=True)

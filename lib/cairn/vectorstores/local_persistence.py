@@ -230,12 +230,12 @@ class PartitionFiles:
         out = []
         for ref in refs:
             try:
-                seg = read_segment(self.dir / ref.file, self.dimension)
+                seg = self._with_postings(read_segment(self.dir / ref.file, self.dimension), self.dir / ref.file)
             except FileNotFoundError:
                 raise
             except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
                 raise self.unreadable(f"{ref.file}: {exc}") from exc
-            out.append(self._with_postings(seg, self.dir / ref.file))
+            out.append(seg)
         return out
 
     def _with_postings(self, seg: Segment, path: Path) -> Segment:
