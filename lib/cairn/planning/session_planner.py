@@ -45,9 +45,9 @@ PLANNER_NAME = "session-rewrite"
 LOOKBACK = 5
 MAX_CARRIED_CHARS = 1000  # of the previous user turn carried into a follow-up's query
 # the carried query's matches count for this share of their score: a turn that says what it is
-# about keeps its own answer first (chosen by measurement: benchmarks/README.md, issue 19; 0.9 until
-# the carried query was dropped when it makes the best match weaker, then 0.8: 14 agent-day turns
-# under find instead of 16, dstc11 unchanged)
+# about keeps its own answer first (chosen by measurement on the conversational benchmarks:
+# benchmarks/README.md, issue 19; 0.9 until the carried query was dropped when it makes the best
+# match weaker, then 0.8)
 CARRIED_WEIGHT = 0.8
 _QUOTED = re.compile(
     r"[\"“]([^\"”\n]{2,60})[\"”]|(?<![A-Za-z])'([A-Z][^'\n]{1,58})'(?![A-Za-z])"

@@ -13,7 +13,7 @@ The gate asks for evidence of one of three kinds before a typed query keeps its 
   paraphrase that shares no word with its answer ("is there somewhere to leave the car" →
   parking) is a real question on a tenant of any size, so it keeps its best matches; random
   letters break into word pieces (0 of 1,000 random strings read as language with MiniLM's
-  vocabulary, 140 of the 159 turns of the agent-day chats do, benchmarks/README.md). Any script
+  vocabulary, 140 of 159 scripted chat turns do, benchmarks/README.md). Any script
   the tokenizer knows counts the same way (a CJK character it holds is a word); a language
   analyser (word segmentation) can replace the test with :func:`set_language_check`. Without a
   tokenizer (a remote embedder), this kind of evidence is not available and the two below decide;
@@ -21,10 +21,10 @@ The gate asks for evidence of one of three kinds before a typed query keeps its 
   content the query may search (its roots and filter: another user's memories never count) — one
   keyword search with limit 1, on backends that have keyword search;
 * **semantic**: else, a query of at least ``SEMANTIC_MIN_LETTERS`` letters (alphabets written
-  with spaces; a shorter one that is no word of the content cannot be told from noise: on the
-  agent-day tenant's 557 words, 29 % of random 3-letter and 3 % of random 4-letter strings are one
-  edit from one of them, 1 % of 5-letter ones and none longer; "csfv" is one edit from "csv" and its
-  dense match beat the floor, benchmarks/README.md) must have its best dense match score above the
+  with spaces; a shorter one that is no word of the content cannot be told from noise: on a
+  557-word handbook tenant, 29 % of random 3-letter and 3 % of random 4-letter strings are one
+  edit from one of its words, 1 % of 5-letter ones and none longer, and such a near-word's dense
+  match can beat the floor, benchmarks/README.md) must have its best dense match score above the
   tenant's **noise floor**, the
   score random letters are expected to stay under against this tenant's vectors: the larger of
   the best score of ``FLOOR_PROBES`` fixed random strings and their mean plus ``FLOOR_SIGMAS``

@@ -37,7 +37,7 @@ from ..memory.archive import asks_only
 from ..models import Candidate, ContextType
 from ..uri import default_roots
 
-# Chosen on the agent-day benchmark (benchmarks/README.md): a memory within this share of the
+# Chosen by measurement (benchmarks/README.md, issue 19): a memory within this share of the
 # best other candidate's raw score is relevant enough to be in the answer. There the remembered
 # fact a memory turn asks about scored 0.47-1.14 of the best resource's raw score, the user's
 # unrelated memories 0.02-0.43 (short facts sit lower on the cosine scale than pages do).

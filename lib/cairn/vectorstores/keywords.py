@@ -14,7 +14,7 @@ OpenSearch does the same with an analyzer per language on subfields of the text 
 text, a directory's L0 record (its title and abstract). A directory's L1 overview is not matched
 by its words (only by meaning): it lists its children's abstracts, so in keyword ranking it
 competed with the very children it lists and counted their words twice, lowering their idf
-(on XQuAD Chinese it pushed three answers down a place; benchmarks/README.md, "Languages").
+(on a Chinese benchmark it pushed three answers down a place; benchmarks/README.md, "Languages").
 The libraries are imported on first use: a dense-only process never loads them.
 """
 
