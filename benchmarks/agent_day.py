@@ -17,7 +17,8 @@ next to the session search's).
 
 Judged on the kb pages (chunks count as their page): recall@3, recall@5 and nDCG@10 per arm, over
 every turn with ``docs``; memory recall = share of the ``mem`` turns whose remembered fact is in the
-first 3 results of the answer (memories and resources ranked together) for the session arm; the
+first 3 results of the answer (memories and resources ranked together) for the session arm, and
+how many of the other turns (none asks about a memory) have a memory in those 3 anyway; the
 share of empty answers on judged turns; p50 / p95 per call. The chats of one user follow each
 other, and each chat is committed at its end (``POST /v1/sessions/{id}/commit``): what a user said
 in an earlier chat ("we're a registered charity") is a memory in the next.
@@ -139,6 +140,7 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
     qrels: dict[str, dict[str, int]] = {}
     empty: dict[str, int] = defaultdict(int)
     memory_hits, memory_turns, misses, over_budget = 0, 0, [], 0
+    unasked, other_turns = 0, 0  # turns that ask about no memory, and those with a memory in the top 3 anyway
     per_kind: dict[str, list[str]] = defaultdict(list)
     for conv in data["conversations"]:
         session = client.create_session(user=conv["user"])
@@ -170,6 +172,9 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
                     memory_hits += 1
                 else:
                     misses.append({"turn": qid, "query": u, "top3": [m.uri for m in top3]})
+            else:
+                other_turns += 1
+                unasked += any(m.context_type.value == "memory" for m in answers["search_session"].all()[:3])
             client.append_message(session.id, "user", u)
             client.append_message(session.id, "assistant", turn["a"])
             user_turns.append(u)
@@ -194,6 +199,7 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
         "context_300_tokens": ctx | {"over_budget": over_budget, "p50_ms_over_search": round(sorted(extra)[len(extra) // 2], 2)},
         "judged_turns": judged, "memory_turns": memory_turns, "arms": arms, "by_kind_nDCG@10": by_kind,
         "memory_recall@3": round(memory_hits / max(memory_turns, 1), 3), "memory_misses": misses,
+        "unasked_memory_in_top3": f"{unasked}/{other_turns}",
         "session_worse_than_find": worse,
     }
 

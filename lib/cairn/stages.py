@@ -32,7 +32,7 @@ from .requests import FindRequest
 from .rerank.base import Reranker
 from .retrieval.boost import merge_boosted
 from .retrieval.evidence import has_evidence
-from .retrieval.memories import lifted, memory_roots, questions_under_facts, relevant
+from .retrieval.memories import BACKGROUND_RANK, background_of, lifted, memory_roots, questions_under_facts, relevant
 from .retrieval.quick import quick_search
 from .retrieval.scope import roots_for
 from .retrieval.thinking import ThinkingConfig, thinking_search
@@ -121,51 +121,58 @@ def retrieve(
         trace.stats.vector_calls += inside_trace.stats.vector_calls
         trace.stats.rounds += inside_trace.stats.rounds
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace)
-    raw = _raw_best(typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight, trace,
-                    moved=request.mode == "thinking" or bool(folders))
+    raw_scores = _raw_scores(typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight,
+                             trace, moved=request.mode == "thinking" or bool(folders))
+    raw = max(raw_scores, default=0.0)
     if own_memories and request.user:
-        candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, raw, request,
+        candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, raw_scores, request,
                                                 store, tenant, hybrid, weight, threshold, trace)
     trace.events[:0] = gate.events
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace, raw_best=raw)
 
 
-def _raw_best(
+def _raw_scores(
     text: str, vector: list[float], roots: list[str], candidates: list[Candidate], request: FindRequest,
     store: VectorStore, tenant: str, hybrid: bool, weight: float | None, trace: ThinkingTrace, *, moved: bool,
-) -> float:
-    """The best raw score of the query's vector under ``roots`` (see ``RetrieveOutput.raw_best``):
-    the candidates' own in an unboosted quick search, else one quick search of limit 1."""
+) -> list[float]:
+    """The raw scores of the query's own vector under ``roots``, best first (their best is
+    ``RetrieveOutput.raw_best``; the first ``BACKGROUND_RANK`` give the memories' background):
+    the candidates' own in an unboosted quick search, else one quick search of that many."""
     if not candidates:
-        return 0.0
+        return []
     if not moved:
-        return max(finite(c.score) for c in candidates)
-    ref, ref_trace = quick_search(store, tenant, vector, roots, 1, request.filter, text if hybrid else None, False, weight)
+        return sorted((finite(c.score) for c in candidates), reverse=True)
+    ref, ref_trace = quick_search(store, tenant, vector, roots, BACKGROUND_RANK, request.filter, text if hybrid else None,
+                                  request.collapse_chunks, weight)
     trace.stats.vector_calls += ref_trace.stats.vector_calls
-    raw = max((finite(c.score) for c in ref), default=0.0)
+    scores = sorted((finite(c.score) for c in ref), reverse=True)
+    raw = scores[0] if scores else 0.0
     searched = next((e.detail for e in ref_trace.events if e.kind == "global_search"), "")
     trace.add("global_search", score=round(raw, 4), detail=f"raw best {raw:.3f} of the query's own vector ({searched})")
-    return raw
+    return scores
 
 
 def _own_memories(
-    text: str, vector: list[float], mem_roots: list[str], others: list[Candidate], raw_best: float,
+    text: str, vector: list[float], mem_roots: list[str], others: list[Candidate], raw_scores: list[float],
     request: FindRequest, store: VectorStore, tenant: str, hybrid: bool, weight: float | None, threshold: float,
     trace: ThinkingTrace,
 ) -> list[Candidate]:
-    """The user's memories as relevant as ``others`` (the other roots' candidates, ``raw_best``
-    their best raw score), compared on raw scores of the query's vector and listed next to the
-    others (:mod:`.retrieval.memories`)."""
+    """The user's memories as relevant as ``others`` (the other roots' candidates, ``raw_scores``
+    the raw scores of the query's vector there, best first), compared on raw scores and listed next
+    to the others (:mod:`.retrieval.memories`)."""
+    raw_best = raw_scores[0] if raw_scores else 0.0
+    background = background_of(raw_scores)
     found, mem_trace = quick_search(store, tenant, vector, mem_roots, request.limit, request.filter, text if hybrid else None,
                                     request.collapse_chunks, weight)
     found = [c for c in found if c.record.level is Level.DETAIL]  # a memory folder's summary cites nothing
     trace.stats.vector_calls += mem_trace.stats.vector_calls
-    kept = questions_under_facts(relevant(found, raw_best, threshold))
+    kept = questions_under_facts(relevant(found, raw_best, threshold, background=background))
     kept = lifted(kept, max((finite(c.score) for c in others), default=0.0))
     best_mem = max((finite(c.score) for c in found), default=0.0)
+    behind = "" if background is None else f", background {background:.3f}"
     trace.add("keep", detail=f"memories of {request.user}: {len(kept)} of {len(found)} as relevant as the other matches "
-              f"(raw scores: best other {raw_best:.3f}, best memory {best_mem:.3f})")
+              f"(raw scores: best other {raw_best:.3f}{behind}, best memory {best_mem:.3f})")
     return kept
 
 

@@ -59,6 +59,26 @@ def test_a_memory_is_kept_only_when_as_relevant_as_the_other_matches():
     assert len(relevant(mems, 0.0, threshold=0.05)) == 2  # nothing else found: every memory over the threshold
 
 
+def test_the_memory_bar_holds_on_any_embedders_score_scale():
+    """One query's raw scores from a model with a wide cosine scale, and the same scores as a model
+    whose cosines sit in a narrow high band gives them (0.75 + 0.2 x): the asked-about fact is kept
+    and the unrelated memory left out on both, which a ratio to the best match alone cannot do."""
+    from cairn.retrieval.memories import background_of
+
+    resources = [0.73, 0.55, 0.41, 0.33, 0.30, 0.26, 0.22, 0.18, 0.15, 0.12, 0.08]
+    fact, unrelated = 0.40, 0.14
+    for scale in (lambda x: x, lambda x: 0.75 + 0.2 * x):
+        raw = [scale(x) for x in resources]
+        mems = [_c("cairn://user/ann/memories/profile/diet", scale(fact)),
+                _c("cairn://user/ann/memories/profile/city", scale(unrelated))]
+        assert background_of(raw) == raw[9]  # the 10th best resource match
+        kept = relevant(mems, max(raw), threshold=0.05, background=background_of(raw))
+        assert [m.uri for m in kept] == ["cairn://user/ann/memories/profile/diet"]
+    narrow = [0.75 + 0.2 * x for x in resources]
+    assert len(relevant(mems, max(narrow), threshold=0.05)) == 2  # the ratio alone keeps both on the narrow scale
+    assert background_of([]) is None and background_of([0.5, 0.2]) == 0.2  # fewer than 10: the last
+
+
 def test_kept_memories_are_listed_next_to_the_best_other_match():
     out = lifted([_c("cairn://user/ann/memories/profile/plan", 0.4), _c("cairn://user/ann/memories/episodes/s-1", 0.2)], 0.84)
     assert [round(m.score, 3) for m in out] == [0.84, 0.42]  # the best at the best other match's final score
