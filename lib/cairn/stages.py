@@ -122,7 +122,8 @@ def retrieve(
         trace.stats.rounds += inside_trace.stats.rounds
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace)
     raw_scores = _raw_scores(typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight,
-                             trace, moved=request.mode == "thinking" or bool(folders))
+                             trace, moved=request.mode == "thinking" or bool(folders), hand_on=hand_on,
+                             background=own_memories)
     raw = max(raw_scores, default=0.0)
     if own_memories and request.user:
         candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, raw_scores, request,
@@ -135,13 +136,17 @@ def retrieve(
 def _raw_scores(
     text: str, vector: list[float], roots: list[str], candidates: list[Candidate], request: FindRequest,
     store: VectorStore, tenant: str, hybrid: bool, weight: float | None, trace: ThinkingTrace, *, moved: bool,
+    hand_on: int, background: bool,
 ) -> list[float]:
     """The raw scores of the query's own vector under ``roots``, best first (their best is
     ``RetrieveOutput.raw_best``; the first ``BACKGROUND_RANK`` give the memories' background):
-    the candidates' own in an unboosted quick search, else one quick search of that many."""
+    the candidates' own in an unboosted quick search, else one quick search of ``BACKGROUND_RANK``;
+    with ``background`` (the user's memories will be compared) also when the limit cut the
+    candidates to fewer than that."""
     if not candidates:
         return []
-    if not moved:
+    short = background and BACKGROUND_RANK > len(candidates) == hand_on  # cut by the limit before the background
+    if not moved and not short:
         return sorted((finite(c.score) for c in candidates), reverse=True)
     ref, ref_trace = quick_search(store, tenant, vector, roots, BACKGROUND_RANK, request.filter, text if hybrid else None,
                                   request.collapse_chunks, weight)
