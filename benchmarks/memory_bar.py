@@ -8,7 +8,7 @@ turns keep any memory at all. The rules: ``RELATIVE`` x best alone (the bar befo
 ``max(RELATIVE x best, background + R x (best - background))`` for several R, the background being
 the 10th resource score (``cairn.retrieval.memories``). Each embedder runs in a process of its own.
 
-    python -m benchmarks.run memory_bar        # about 40 s
+    python -m benchmarks.run memory_bar        # about 70 s
 """
 
 from __future__ import annotations
@@ -60,22 +60,26 @@ def scores() -> list[dict[str, Any]]:
     return rows
 
 
-def evaluate(rows: list[dict[str, Any]], r: float, relative: float, threshold: float = 0.1) -> dict[str, str]:
+def evaluate(rows: list[dict[str, Any]], above: float, relative: float, threshold: float = 0.1) -> dict[str, str]:
+    """The keep rule of ``cairn.retrieval.memories`` (``relevant``, ``background_of``) with the given
+    ``above`` and ``relative``, applied to every turn's raw scores (``above`` 0: no background bar,
+    the rule before session 8)."""
+    from cairn.models import Candidate, ContextRecord
+    from cairn.retrieval.memories import background_of, relevant
+
     facts = asked = unasked = others = 0
     for row in rows:
-        res = sorted(row["res"], reverse=True)
-        best = res[0] if res else 0.0
-        background = res[min(10, len(res)) - 1] if res else None
-        bar = relative * best
-        if r and background is not None and best > background:
-            bar = max(bar, background + r * (best - background))
-        kept = [text for score, text in row["mems"] if score > threshold and score >= bar]
+        mems = [Candidate(record=ContextRecord.build(tenant="t", uri=f"cairn://user/u/memories/m{n}", level=2, text=text),
+                          score=score) for n, (score, text) in enumerate(row["mems"])]
+        kept = relevant(mems, max(row["res"], default=0.0), threshold, relative,
+                        background=background_of(row["res"]) if above else None, above=above)
+        texts = [m.record.text for m in kept]
         if row["mem"]:
             asked += 1
-            facts += any(row["mem"].lower() in t.lower() for t in kept)
+            facts += any(row["mem"].lower() in t.lower() for t in texts)
         else:
             others += 1
-            unasked += bool(kept)
+            unasked += bool(texts)
     return {"facts_kept": f"{facts}/{asked}", "other_turns_keeping_a_memory": f"{unasked}/{others}"}
 
 

@@ -25,10 +25,12 @@ def test_a_small_limit_does_not_raise_the_memories_bar(tmp_path, embedder, mode,
     docs = [Document((f"p{i}.md",), text, title=text.split()[0]) for i, text in enumerate(TOPICS)]
     Ingestor(store, embedder, "t").ingest(docs, "cairn://resources/kb")
     text = "Ann gets her refunds paid back to her card"
-    store.upsert([ContextRecord.build(tenant="t", uri="cairn://user/ann/memories/profile/card", level=Level.DETAIL, text=text, vector=embedder.embed_one(text).tolist())])
+    memory = ContextRecord.build(tenant="t", uri="cairn://user/ann/memories/profile/card", level=Level.DETAIL, text=text,
+                                 vector=embedder.embed_one(text).tolist())
+    store.upsert([memory])
     query = "how long do refunds take?"
     request = FindRequest(query=query, limit=limit, mode=mode, user="ann", hybrid=True)
-    out = retrieve(request_query(request), request, tenant="t", store=store, embedder=embedder)
+    out = retrieve(_typed(request), request, tenant="t", store=store, embedder=embedder)
     keep = next(e.detail for e in out.trace.events if e.kind == "keep" and "memories of ann" in e.detail)
     ref, _ = quick_search(store, "t", embedder.embed_one(query).tolist(), ["cairn://resources", "cairn://agent/skills"], 10,
                           None, query)
@@ -36,7 +38,7 @@ def test_a_small_limit_does_not_raise_the_memories_bar(tmp_path, embedder, mode,
     assert float(re.search(r"background (\d\.\d+)", keep).group(1)) == pytest.approx(tenth, abs=1e-3)
 
 
-def request_query(request):
+def _typed(request):
     from cairn.planning.base import raw_query
 
     return raw_query(request.query, request.context_type, request.target_uris)

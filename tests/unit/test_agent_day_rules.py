@@ -75,7 +75,9 @@ def test_the_memory_bar_holds_on_any_embedders_score_scale():
         kept = relevant(mems, max(raw), threshold=0.05, background=background_of(raw))
         assert [m.uri for m in kept] == ["cairn://user/ann/memories/profile/diet"]
     narrow = [0.75 + 0.2 * x for x in resources]
-    assert len(relevant(mems, max(narrow), threshold=0.05)) == 2  # the ratio alone keeps both on the narrow scale
+    narrow_mems = [_c("cairn://user/ann/memories/profile/diet", 0.75 + 0.2 * fact),
+                   _c("cairn://user/ann/memories/profile/city", 0.75 + 0.2 * unrelated)]
+    assert len(relevant(narrow_mems, max(narrow), threshold=0.05)) == 2  # the ratio alone keeps both on the narrow scale
     assert background_of([]) is None and background_of([0.5, 0.2]) == 0.2  # fewer than 10: the last
 
 

@@ -48,9 +48,9 @@ from ..uri import default_roots
 # unrelated memories 0.02-0.43 (short facts sit lower on the cosine scale than pages do).
 RELATIVE = 0.45
 # Chosen by measurement (benchmarks/README.md, issue 19): on the same 157 turns with two embedders,
-# this keeps every remembered fact a memory turn asks about (13 of 13 with either) while an
-# unrelated memory is kept on 71 of the 144 other turns with multilingual-e5 instead of all 144,
-# and on 70 with MiniLM, as with RELATIVE alone. 0.2 lost one asked-about fact with each model.
+# this keeps every remembered fact a memory turn asks about that RELATIVE alone keeps, with either
+# model, while an unrelated memory is kept on 71 of the 144 other turns with multilingual-e5 instead
+# of all 144, and on 70 with MiniLM, as with RELATIVE alone. 0.2 lost an asked-about fact with e5.
 ABOVE_BACKGROUND = 0.15
 BACKGROUND_RANK = 10
 
@@ -60,15 +60,16 @@ def memory_roots(user: str | None) -> list[str]:
 
 
 def relevant(memories: list[Candidate], best_other: float, threshold: float, relative: float | None = None,
-             background: float | None = None) -> list[Candidate]:
+             background: float | None = None, above: float | None = None) -> list[Candidate]:
     """The memories that compete with the best other match (its raw score ``best_other``) on
     relevance: at least ``relative`` times it, over ``threshold``, and, with the query's
-    ``background`` (:func:`background_of`), ``ABOVE_BACKGROUND`` of the way from it to the best
-    other match (module doc)."""
+    ``background`` (:func:`background_of`), ``above`` (default ``ABOVE_BACKGROUND``) of the way
+    from it to the best other match (module doc)."""
     relative = RELATIVE if relative is None else relative
+    above = ABOVE_BACKGROUND if above is None else above
     bar = best_other * relative
     if background is not None and best_other > background:
-        bar = max(bar, background + ABOVE_BACKGROUND * (best_other - background))
+        bar = max(bar, background + above * (best_other - background))
     return [m for m in memories if finite(m.score) > threshold and finite(m.score) >= bar]
 
 
