@@ -76,7 +76,7 @@ def _prefetch(msg: StreamMessage, ident: str, event_id: str) -> bool:
         if services.session_store("the prefetch").prefetched_seq(msg.tenant, msg.session_id) >= msg.seq:
             log.info("prefetch skipped: already done for this message or a later one", session=msg.session_id, seq=msg.seq)
             return False  # a redelivered record (the same message) costs no search
-        request = FindRequest(query=msg.content[:MAX_QUERY_CHARS], mode="thinking", limit=services.settings.default_limit)
+        request = FindRequest(query=msg.content[:MAX_QUERY_CHARS], mode="auto", limit=services.settings.default_limit)
         workflow.search(services, msg.tenant, request, msg.session_id, prefetch_seq=msg.seq, correlation=event_id)
     except CairnError as exc:
         log.warning("prefetch failed", tenant=msg.tenant, session=msg.session_id, seq=msg.seq,

@@ -459,7 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "search":
             f.add_argument("--session", help="session id (from `cairn session new`)")
         f.add_argument("--limit", type=int, help="results per typed query (default CAIRN_DEFAULT_LIMIT, 5)")
-        f.add_argument("--mode", choices=["quick", "thinking"], help="quick: one search; thinking: hierarchical")
+        f.add_argument("--mode", choices=["quick", "thinking", "auto"],
+                       help="quick: one search; thinking: hierarchical; auto (search's default): thinking, or quick "
+                            "when the conversation is searched with the turn")
         f.add_argument("--type", choices=["memory", "resource", "skill"])
         f.add_argument("--user", help="search this end user's memories and skills too")
         f.add_argument("--target", action="append", help="search only under this URI (repeatable)")

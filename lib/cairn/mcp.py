@@ -112,8 +112,9 @@ def build_server(services: "Services", *, tenant: str | None = None, user: str |
     FilterArg = Annotated[dict[str, Any] | None,
                           Field(description='Mongo-style metadata filter, e.g. {"metadata.team": "finance"}')]
     UserArg = Annotated[str | None, Field(description="the end user whose memories to search too (a user key: always its own)")]
-    Mode = Annotated[Literal["quick", "thinking"] | None,
-                     Field(description="quick: one vector search; thinking: descend the folder tree")]
+    Mode = Annotated[Literal["quick", "thinking", "auto"] | None,
+                     Field(description="quick: one vector search; thinking: descend the folder tree; auto (search's "
+                                       "default): thinking, or quick when the conversation is searched with the turn")]
     Session = Annotated[str | None, Field(description="the conversation to plan with (from add_message)")]
 
     ops = services.application
@@ -168,7 +169,7 @@ def build_server(services: "Services", *, tenant: str | None = None, user: str |
                limit: Limit = None, context_type: ContextTypeArg = None, target_uris: TargetUris = None,
                filter: FilterArg = None, user: UserArg = None, mode: Mode = None) -> CallToolResult:
         def body(who: Any) -> dict[str, Any]:
-            req, given = request(query, limit, context_type, target_uris, filter, user, mode, "thinking")
+            req, given = request(query, limit, context_type, target_uris, filter, user, mode, "auto")
             answer = ops.search(who, req, session_id, limit_given=given)
             return answer.to_dict() if hasattr(answer, "to_dict") else answer.model_dump(mode="json", exclude_none=True)
 
@@ -183,7 +184,7 @@ def build_server(services: "Services", *, tenant: str | None = None, user: str |
                 limit: Limit = None, context_type: ContextTypeArg = None, target_uris: TargetUris = None,
                 user: UserArg = None) -> CallToolResult:
         def body(who: Any) -> Any:
-            req, given = request(query, limit, context_type, target_uris, None, user, None, "thinking")
+            req, given = request(query, limit, context_type, target_uris, None, user, None, "auto")
             return ops.context(who, req, session_id, budget_tokens=budget_tokens, limit_given=given)
 
         return call(ctx, body, lambda block: block.text or "(nothing relevant found)")

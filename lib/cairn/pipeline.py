@@ -179,6 +179,7 @@ class Pipeline:
         return self.services.session_store(what)
 
     def _run(self, request: FindRequest, plan: Any, rerank: bool) -> FindResult:
+        request = stages.for_plan(request, plan)  # mode "auto" resolved for the whole plan
         reranker = self.reranker if rerank else None
         thinking = self.thinking
         language = self.services.languages.for_tenant(self.tenant)
@@ -311,17 +312,18 @@ class Cairn:
         return self.app.find(self.principal, request, rerank=rerank, limit_given=given)
 
     def search(self, query: str | FindRequest, session_id: str | None = None, **options: Any) -> FindAnswer:
-        """Plan with the session (if any), then retrieve in thinking mode and rerank; the answer
+        """Plan with the session (if any), then retrieve (mode ``auto``: thinking, or quick for a plan
+        that carries the conversation: :func:`cairn.stages.for_plan`) and rerank; the answer
         becomes the session's prefetched context."""
         rerank = options.pop("rerank", True)
-        request, given = self._request(query, options, default_mode="thinking")
+        request, given = self._request(query, options, default_mode="auto")
         return self.app.search(self.principal, request, session_id, rerank=rerank, limit_given=given)
 
     def context(self, query: str | FindRequest, session_id: str | None = None, *, budget_tokens: int | None = None,
                 **options: Any) -> ContextBlock:
         """A prompt-ready block for ``query`` (with the session, when given) within ``budget_tokens``."""
         rerank = options.pop("rerank", True)
-        request, given = self._request(query, options, default_mode="thinking")
+        request, given = self._request(query, options, default_mode="auto")
         return self.app.context(self.principal, request, session_id, budget_tokens=budget_tokens, rerank=rerank,
                                 limit_given=given)
 

@@ -12,6 +12,9 @@ from .models import ContextType
 
 MAX_QUERY_CHARS = 8000
 MAX_LIMIT = 100
+# quick: one search; thinking: hierarchical; auto (search()'s default): thinking, except a plan that
+# carries the conversation in a second typed query, searched quick (:func:`cairn.stages.for_plan`)
+Mode = Literal["quick", "thinking", "auto"]
 
 
 def is_text(value: str) -> bool:
@@ -43,7 +46,7 @@ class FindRequest(BaseModel):
     target_uris: tuple[str, ...] = ()
     user: str | None = None
     limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
-    mode: Literal["quick", "thinking"] = "quick"
+    mode: Mode = "quick"
     hybrid: bool | None = None  # fuse dense and keyword scores where the backend can; None: the settings' default
     collapse_chunks: bool = True  # one result per document (its best chunk); False: every chunk
     filter: dict[str, Any] | None = None

@@ -7,6 +7,7 @@ the in-process pipeline call the same functions.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from .embeddings import Embedder
 from .embeddings.base import covers
 from .models import (
     Candidate,
+    ContextType,
     FindResult,
     Level,
     MatchedContext,
@@ -32,7 +34,15 @@ from .requests import FindRequest
 from .rerank.base import Reranker
 from .retrieval.boost import merge_boosted
 from .retrieval.evidence import has_evidence
-from .retrieval.memories import BACKGROUND_RANK, background_of, lifted, memory_roots, questions_under_facts, relevant
+from .retrieval.memories import (
+    BACKGROUND_RANK,
+    background_of,
+    lifted,
+    memory_roots,
+    questions_capped,
+    questions_under_facts,
+    relevant,
+)
 from .retrieval.quick import quick_search
 from .retrieval.scope import roots_for
 from .retrieval.thinking import ThinkingConfig, thinking_search
@@ -63,6 +73,39 @@ def plan(request: FindRequest, planner: Planner | None = None, session: SessionV
     return QueryPlan(reasoning="no planner: the raw query is searched as it is", queries=(tq,), planner="raw")
 
 
+def carries_conversation(queries: Sequence[TypedQuery]) -> bool:
+    """Whether a plan searches the turn a second time with the conversation's words (a weighted
+    typed query: :mod:`.planning.session_planner`)."""
+    return any(q.weight < 1.0 for q in queries)
+
+
+def for_plan(request: FindRequest, plan_: QueryPlan) -> FindRequest:
+    """The request ``plan_``'s typed queries are retrieved with: mode ``auto`` (``search()``'s
+    default) becomes ``quick`` for a plan that carries the conversation, else ``thinking``.
+
+    Such a plan's typed queries search the same turn with and without the previous one, and their
+    matches are combined (:func:`combined`), which needs the raw scale of a flat search: thinking
+    mode's feedback and propagation move each search's scores by a different amount (a folder's
+    siblings lifted with it, the best match pulled toward 1). Measured on conversations in topic
+    folders (benchmarks/README.md, issue 19): session search nDCG@10 0.868 -> 0.874 and turns
+    under ``find`` 16 -> 6; with multilingual-e5 0.744 -> 0.792 (21 -> 5 turns). A plan of one
+    typed query (no session, a new conversation, a folder the conversation is about) keeps thinking
+    mode, whose feedback and folder descent were measured to help there."""
+    if request.mode != "auto":
+        return request
+    return request.model_copy(update={"mode": "quick" if carries_conversation(plan_.queries) else "thinking"})
+
+
+def combined(scores: Sequence[float]) -> float:
+    """One URI's score from the typed queries of a conversation-carrying plan that found it:
+    ``1 − Π(1 − s)`` (each weighted match is evidence of its own; a URI that the turn and the
+    turn with the conversation both find ranks above one either finds alone; stays in 0..1)."""
+    miss = 1.0
+    for s in scores:
+        miss *= 1.0 - min(max(s, 0.0), 1.0)
+    return 1.0 - miss
+
+
 def retrieve(
     typed_query: TypedQuery,
     request: FindRequest,
@@ -81,11 +124,13 @@ def retrieve(
     else detected) is fused with the keyword side leading (``UNCOVERED_DENSE_WEIGHT``) in every
     search it makes, those that would have been dense only included."""
     started = time.perf_counter()
+    if request.mode == "auto":  # not resolved for the whole plan (for_plan): this typed query's own
+        request = for_plan(request, QueryPlan(reasoning="", queries=(typed_query,)))
     vector = embedder.embed_one(typed_query.query).tolist()
     roots = roots_for(typed_query.context_type, typed_query.target_uris, request.user)
     hand_on = 2 * request.limit if rerank_follows else request.limit
     threshold = request.score_threshold if request.score_threshold is not None else (thinking or ThinkingConfig()).threshold
-    gate = ThinkingTrace(stats=TraceStats(mode=request.mode))
+    gate = ThinkingTrace(stats=TraceStats(mode="quick" if request.mode == "quick" else "thinking"))
     if roots and threshold >= 0 and not has_evidence(
         store, embedder, tenant, typed_query.query, vector, roots, request.filter, gate
     ):  # a negative threshold asks for every candidate, evidence or not
@@ -286,6 +331,22 @@ def merge_factor(out: RetrieveOutput, matches: list[MatchedContext], listed: lis
     return min(out.query.weight * (out.raw_best / raw_own) * (final_own / top), 1.0 / top)
 
 
+def _memories_beside(best: dict[str, MatchedContext], memories: dict[str, Candidate]) -> None:
+    """The memories of ``best`` (each at its best score across the typed queries) placed as
+    :func:`retrieve` places them for one: an episode in which the user only asked under a
+    remembered fact, and the best of them raised to the best other match's merged score when under
+    it (:mod:`.retrieval.memories`); in place. The other matches' scores were combined
+    (:func:`combined`), so a memory lifted to one typed query's best would fall behind them."""
+    keys = [key for key, m in best.items() if m.uri in memories]
+    if not keys:
+        return
+    others = max((m.score for key, m in best.items() if m.uri not in memories), default=0.0)
+    merged = [memories[best[key].uri].model_copy(update={"score": best[key].score}) for key in keys]
+    for key, c in zip(keys, lifted(questions_capped(merged), others)):
+        if c.score != best[key].score:
+            best[key] = best[key].model_copy(update={"score": round(c.score, 6)})
+
+
 def rerank(
     outputs: list[RetrieveOutput],
     request: FindRequest,
@@ -307,6 +368,7 @@ def rerank(
     result = FindResult(query_plan=plan_)
     best: dict[str, MatchedContext] = {}  # a URI found by several typed queries is listed once
     listed: list[tuple[RetrieveOutput, list[MatchedContext]]] = []
+    memories: dict[str, Candidate] = {}  # the memories matched, by display URI (what they are: fact or episode)
     for out, rescored in zip(outputs, _rescore_all(outputs, reranker, hotness_weight, language)):
         if weaker_context(out, outputs):
             out.trace.add("exclude", detail=f"with the conversation's words the best match scores {out.raw_best:.3f}, no better "
@@ -319,14 +381,20 @@ def rerank(
             QueryResult(query=out.query, matches=matches, tiers={m.uri: c.reason for m, c in zip(matches, kept)}, trace=out.trace)
         )
         listed.append((out, matches))
+        memories.update({m.uri: c for m, c in zip(matches, kept) if m.context_type is ContextType.MEMORY})
+    combine = carries_conversation([out.query for out in outputs])
     for out, matches in listed:
         factor = merge_factor(out, matches, listed)
         for m in matches:  # one entry per URI (per document when collapsing) across typed queries
             key = document_key(m.uri) if request.collapse_chunks else m.uri
             if factor != 1.0:
                 m = m.model_copy(update={"score": round(m.score * factor, 6)})
+            if key in best and combine and m.context_type is not ContextType.MEMORY:
+                m = best[key].model_copy(update={"score": round(combined([best[key].score, m.score]), 6)})
             if key not in best or m.score > best[key].score:
                 best[key] = m
+    if combine:  # the user's memories listed next to the combined matches, as each typed query listed them
+        _memories_beside(best, memories)
     for m in sorted(best.values(), key=lambda m: -m.score):
         bucket = getattr(result, m.context_type.bucket)
         if len(bucket) < request.limit:  # several typed queries: still ``limit`` per type

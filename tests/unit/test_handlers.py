@@ -294,7 +294,7 @@ def test_search_through_the_workflow_sends_the_credential_tenant(api, world):
     resp = api.handler(event("api/search.json"))
     assert resp["statusCode"] == 200 and body(resp)["total"] == 0
     sent = WorkflowInput.model_validate_json(sfn.calls[0]["input"])
-    assert sent.tenant == "acme" and sent.request.mode == "thinking" and sent.request.limit == 3
+    assert sent.tenant == "acme" and sent.request.mode == "auto" and sent.request.limit == 3  # resolved by the Plan task
 
 
 def test_a_failed_execution_answers_with_the_tasks_error(api, world):
@@ -390,6 +390,21 @@ def test_each_states_output_is_the_next_states_input(tasks):
     result = tasks["rerank"].handler(rerank_input)
     assert FindResult.model_validate(result).resources[0].uri == REFUNDS
     assert result["query_plan"]["queries"]
+
+
+def test_the_plan_task_resolves_searchs_auto_mode_for_every_typed_query(tasks, world):
+    s = world["sessions"].create("acme")
+    world["sessions"].append("acme", s.id, "user", "I was charged twice this month, can I get my money back?")
+    follow_up = event("plan.json") | {"session_id": s.id}
+    follow_up["request"] = follow_up["request"] | {"mode": "auto", "query": "and how long does that take?"}
+    state = tasks["plan"].handler(follow_up)
+    assert state["query_count"] == 2 and state["request"]["mode"] == "quick"  # the conversation carried: flat
+    mapping = asl()["States"]["RetrieveEach"]
+    for item in state["plan"]["queries"]:
+        task = resolve(mapping["ItemSelector"], state, {"Map": {"Item": {"Value": item}}})
+        assert RetrieveOutput.model_validate(tasks["retrieve"].handler(task)).trace.stats.mode == "quick"
+    alone = tasks["plan"].handler(follow_up | {"session_id": None})
+    assert alone["query_count"] == 1 and alone["request"]["mode"] == "thinking"
 
 
 def test_a_zero_query_plan_takes_the_empty_branch(tasks, world):

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..context import ContextBlock as ContextAnswer  # noqa: F401 - re-exported: the API answers the block as the library builds it
 from ..ingest.sources import PayloadDocument
-from ..requests import FindRequest, no_tenant
+from ..requests import FindRequest, Mode, no_tenant
 
 MAX_DOCUMENTS_PER_REQUEST = 1000
 
@@ -32,8 +32,9 @@ class FindBody(FindRequest):
 
 
 class SearchBody(FindRequest):
-    """``POST /v1/search``: plans first (with the session when given), thinking mode by default."""
-    mode: Literal["quick", "thinking"] = "thinking"
+    """``POST /v1/search``: plans first (with the session when given); mode ``auto`` by default
+    (thinking, or quick for a plan that carries the conversation in a second typed query)."""
+    mode: Mode = "auto"
     session_id: str | None = Field(default=None, description="plan with this session's summary and recent messages")
     rerank: bool = True
 

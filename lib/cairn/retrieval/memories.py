@@ -93,16 +93,20 @@ def lifted(memories: list[Candidate], final_best: float) -> list[Candidate]:
 
 def questions_under_facts(memories: Sequence[Candidate]) -> list[Candidate]:
     """Question-only episodes under the best typed memory (module doc), best first."""
+    return sorted(questions_capped(memories), key=lambda m: -finite(m.score))
+
+
+def questions_capped(memories: Sequence[Candidate]) -> list[Candidate]:
+    """``memories`` in their order, each question-only episode scoring under the best typed memory."""
     stated = [finite(m.score) for m in memories if m.record.metadata.get("kind") != "episode"]
     if not stated:
-        return sorted(memories, key=lambda m: -finite(m.score))
+        return list(memories)
     cap = 0.999 * max(stated)
-    out = [
+    return [
         m.model_copy(update={"score": min(finite(m.score), cap), "reason": f"{m.reason}+question"})
         if _asks_only(m) and finite(m.score) > cap else m
         for m in memories
     ]
-    return sorted(out, key=lambda m: -finite(m.score))
 
 
 def _asks_only(m: Candidate) -> bool:

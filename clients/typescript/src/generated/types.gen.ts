@@ -197,7 +197,7 @@ export type ContextBody = {
     /**
      * Mode
      */
-    mode?: 'quick' | 'thinking';
+    mode?: 'quick' | 'thinking' | 'auto';
     /**
      * Query
      */
@@ -345,7 +345,7 @@ export type FindBody = {
     /**
      * Mode
      */
-    mode?: 'quick' | 'thinking';
+    mode?: 'quick' | 'thinking' | 'auto';
     /**
      * Query
      */
@@ -815,7 +815,8 @@ export type RememberResult = {
 /**
  * SearchBody
  *
- * ``POST /v1/search``: plans first (with the session when given), thinking mode by default.
+ * ``POST /v1/search``: plans first (with the session when given); mode ``auto`` by default
+ * (thinking, or quick for a plan that carries the conversation in a second typed query).
  */
 export type SearchBody = {
     /**
@@ -844,7 +845,7 @@ export type SearchBody = {
     /**
      * Mode
      */
-    mode?: 'quick' | 'thinking';
+    mode?: 'quick' | 'thinking' | 'auto';
     /**
      * Query
      */
