@@ -45,6 +45,7 @@ def search(store, **cfg):
     limit = cfg.pop("limit", 10)
     hand_on = cfg.pop("hand_on", None)
     cfg.setdefault("feedback_docs", 0)
+    cfg.setdefault("topic_folders", False)  # these trees pin propagation; which folders propagate: test_*_folder_*
     return thinking_search(store, "t", Q, [ROOT], limit, None, ThinkingConfig(**cfg), hand_on)
 
 
@@ -210,3 +211,57 @@ def test_no_feedback_when_nothing_clears_the_threshold(store):
 
 def test_feedback_is_on_by_default():
     assert ThinkingConfig().feedback_docs > 0 and ThinkingConfig().feedback_weight > 0
+
+
+def _tree(tmp_path, tree):
+    s = LocalVectorStore(None, dimension=4)
+    s.upsert([ContextRecord.build(tenant="t", uri=u, level=lvl, vector=vec(sc)) for (u, lvl), sc in tree.items()])
+    return s
+
+
+def _folders(first: str, second: str, second_children: tuple[str, ...]) -> dict:
+    """Two sibling folders: ``first`` matches the query best and holds a weak page; ``second``
+    holds a better page (0.35) among ``second_children``."""
+    tree = {(f"{ROOT}/{first}", 0): 0.9, (f"{ROOT}/{first}/parking.md", 2): 0.3, (f"{ROOT}/{first}/pets.md", 2): 0.2}
+    if second:
+        tree[(f"{ROOT}/{second}", 0)] = 0.4
+        tree.update({(f"{ROOT}/{second}/{c}", 2): 0.35 if i == 0 else 0.1 for i, c in enumerate(second_children)})
+    return tree
+
+
+def test_a_folder_of_a_kind_lifts_its_children(tmp_path):
+    """Every hotel folder holds parking.md and pets.md: the folder says which hotel, so it propagates."""
+    store = _tree(tmp_path, _folders("hotel-one", "hotel-two", ("parking.md", "pets.md")))
+    found, trace = search(store, alpha=0.5, threshold=0.0, topic_folders=True)
+    got = scores(found)
+    assert got[(f"{ROOT}/hotel-one/parking.md", 2)] == pytest.approx(0.5 * 0.3 + 0.5 * 0.9)
+    assert [c.record.uri for c in found if c.record.level == 2][0] == f"{ROOT}/hotel-one/parking.md"
+    assert not any("topic folder" in e.detail for e in trace.events)
+
+
+def test_a_topic_folders_children_keep_their_own_scores(tmp_path):
+    """billing/ beside support/, no file names in common: a better page elsewhere is not outranked."""
+    store = _tree(tmp_path, _folders("billing", "support", ("hours.md", "status.md")))
+    found, trace = search(store, alpha=0.5, threshold=0.0, topic_folders=True)
+    got = scores(found)
+    assert got[(f"{ROOT}/billing/parking.md", 2)] == pytest.approx(0.3)
+    leaves = [c.record.uri for c in found if c.record.level == 2]
+    assert leaves[0] == f"{ROOT}/support/hours.md"  # 0.35, above the matching folder's 0.3 page
+    assert any(e.uri == f"{ROOT}/billing" and "topic folder" in e.detail for e in trace.events if e.kind == "expand")
+    lifted, _ = search(store, alpha=0.5, threshold=0.0, topic_folders=False)
+    assert scores(lifted)[(f"{ROOT}/billing/parking.md", 2)] == pytest.approx(0.6)  # what the rule changes
+
+
+def test_a_folder_without_a_sibling_in_sight_propagates_as_configured(tmp_path):
+    store = _tree(tmp_path, _folders("billing", "", ()))
+    found, trace = search(store, alpha=0.5, threshold=0.0, topic_folders=True)
+    assert scores(found)[(f"{ROOT}/billing/parking.md", 2)] == pytest.approx(0.6)
+    assert trace.stats.fetch_calls == 0  # nothing to compare: no lookup
+
+
+def test_chunked_files_count_as_children_of_a_kind(tmp_path):
+    tree = _folders("hotel-one", "hotel-two", ())
+    tree.update({(f"{ROOT}/hotel-two/parking.md#0", 2): 0.35, (f"{ROOT}/hotel-two/parking.md#1", 2): 0.1,
+                 (f"{ROOT}/hotel-two/pets.md", 2): 0.1})
+    found, _ = search(_tree(tmp_path, tree), alpha=0.5, threshold=0.0, topic_folders=True)
+    assert scores(found)[(f"{ROOT}/hotel-one/parking.md", 2)] == pytest.approx(0.6)

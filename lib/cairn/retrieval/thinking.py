@@ -8,6 +8,20 @@
 3. stop when the top set or the pool stops changing for ``patience`` rounds, the frontier
    is empty, or a budget (rounds, vector calls, deadline) is spent. The trace says which.
 
+**Which folders lift their children.** Propagation (``alpha``, chosen on a tree of entity
+folders: one hotel's pages under its name) is right where a folder is one of several of a kind,
+each holding the same kinds of children (every hotel has ``faq/`` and ``review/``, every customer
+``contracts/``): there the folder's own score says which instance a child belongs to, which the
+child's words often do not. A folder none of whose siblings holds children of the same names is a
+topic (``billing/`` beside ``support/``): its score adds nothing its documents' own words do not
+say, and lifting them all with it ranked a topic's unrelated pages over a better page elsewhere
+(the agent-day handbook in topic folders, through ``cairn serve``: ``search()`` nDCG@10 0.783 with
+every folder propagating, 0.794 with topic folders not; dstc11, entity folders, 0.6209 and
+0.6219: benchmarks/README.md, issue 19). So after each round's expansion one fetch asks, for each expanded folder, whether up to
+5 of its children's names exist under up to 3 of its siblings that the search has seen: when at
+least half do, the folder propagates with ``alpha``; when none of its siblings holds them, its
+children keep their own scores (``alpha`` 1); with no sibling seen, ``alpha`` as configured.
+
 Between 1 and 2, **relevance feedback** (Rocchio, on the query vector): the best
 ``feedback_docs`` leaves the global search found (over the threshold, by their fused score, and
 within ``feedback_ratio`` of the best one: a clear winner is not diluted by the runners-up) are
@@ -26,7 +40,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -64,6 +78,11 @@ class ThinkingConfig:
     # round) instead of only the directory it was reached through: a leaf found by the global
     # search then carries its directory's score too, so the order no longer depends on the path
     ancestor_scores: bool = False
+    # children of a topic folder (no sibling folder holds children of the same names) keep their own
+    # scores instead of being lifted with their folder (module doc); False: every folder propagates
+    topic_folders: bool = True
+    KIND_NAMES: ClassVar[int] = 5  # children's names checked per expanded folder
+    KIND_SIBLINGS: ClassVar[int] = 3  # siblings they are looked up under
 
     def global_k(self, limit: int) -> int:
         return self.global_limit or max(3 * limit, 30)
@@ -101,6 +120,7 @@ class _Search:
         self.dir_scores: dict[str, float] = {}
         self.visited: set[str] = set()
         self.trace = ThinkingTrace(stats=TraceStats(mode="thinking"))
+        self.seen_dirs: set[str] = set()  # every directory among or above the hits so far (siblings are looked up here)
 
     def push_dir(self, uri: str, score: float) -> None:
         if score > self.dir_scores.get(uri, -1.0):
@@ -131,15 +151,21 @@ class _Search:
             if passes(score, self.cfg.threshold) and u not in self.visited:
                 heapq.heappush(self.frontier, (-score, u))
 
-    def take_all(self, hits: list[VectorHit], parent_score: float, round_: int, reason: str, roots: list[str], expandable: bool = True) -> None:
+    def take_all(self, hits: list[VectorHit], parent_score: float, round_: int, reason: str, roots: list[str],
+                 expandable: bool = True, alpha: float | None = None) -> None:
+        for h in hits:
+            self.seen_dirs.update(h.record.ancestors)
+            if h.record.level is not Level.DETAIL:
+                self.seen_dirs.add(h.record.uri)
         if self.cfg.ancestor_scores:
             self.score_dirs(hits, roots)
         for h in hits:
             parent = self.dir_scores.get(h.record.parent_uri or "", 0.0) if self.cfg.ancestor_scores else parent_score
-            self.take(h, parent, round_, reason, expandable)
+            self.take(h, parent, round_, reason, expandable, alpha)
 
-    def take(self, hit: VectorHit, parent_score: float, round_: int, reason: str, expandable: bool = True) -> None:
-        score = propagate(hit.score, parent_score, self.cfg.alpha)
+    def take(self, hit: VectorHit, parent_score: float, round_: int, reason: str, expandable: bool = True,
+             alpha: float | None = None) -> None:
+        score = propagate(hit.score, parent_score, self.cfg.alpha if alpha is None else alpha)
         rec = hit.record
         if not passes(score, self.cfg.threshold):
             self.trace.stats.candidates_excluded += 1
@@ -217,10 +243,37 @@ class _Search:
         self.trace.stats.directories_searched += len(dirs)
         # A subtree search already covered every directory below d: they are kept, not expanded.
         expandable = self.cfg.scope == "children"
+        kinds = self.of_a_kind(dict(zip(dirs, results))) if self.cfg.topic_folders else {}
         for d, hits in zip(dirs, results, strict=True):
             parent = self.dir_scores.get(d, 0.0)
-            self.trace.add("expand", round=round_, uri=d, score=round(parent, 4), detail=f"hits={len(hits)}")
-            self.take_all(hits, parent, round_, f"child-of:{d}" if expandable else f"under:{d}", roots, expandable)
+            topic = kinds.get(d) is False
+            detail = f"hits={len(hits)}" + (": a topic folder, its children keep their own scores" if topic else "")
+            self.trace.add("expand", round=round_, uri=d, score=round(parent, 4), detail=detail)
+            self.take_all(hits, parent, round_, f"child-of:{d}" if expandable else f"under:{d}", roots, expandable,
+                          1.0 if topic else None)
+
+    def of_a_kind(self, found: dict[str, list[VectorHit]]) -> dict[str, bool]:
+        """For each expanded folder (its children found), whether it is one of sibling folders of a
+        kind: True when at least half of its children's names (up to ``KIND_NAMES``) exist under
+        one of its siblings seen so far (up to ``KIND_SIBLINGS``), False when fewer do; a folder with
+        no sibling seen is left out. One fetch for the round (module doc)."""
+        asked: dict[str, tuple[list[str], list[str]]] = {}
+        for d, hits in found.items():
+            p = parent_of(d)
+            siblings = sorted(u for u in self.seen_dirs if u != d and parent_of(u) == p)[: self.cfg.KIND_SIBLINGS]
+            names = list(dict.fromkeys(document_key(h.record.uri).rsplit("/", 1)[-1] for h in hits
+                                       if h.record.parent_uri == d))[: self.cfg.KIND_NAMES]
+            if siblings and names:
+                asked[d] = (siblings, names)
+        # a child is a folder (its L0), a file (its L2) or a file stored as chunks (its first chunk)
+        ids = [record_id(self.tenant, u, lvl) for sibs, names in asked.values() for sib in sibs for n in names
+               for u, lvl in ((f"{sib}/{n}", Level.ABSTRACT), (f"{sib}/{n}", Level.DETAIL), (f"{sib}/{n}#0", Level.DETAIL))]
+        if not ids:
+            return {}
+        there = {document_key(r.uri) for r in self.store.fetch(self.tenant, list(dict.fromkeys(ids)))}
+        self.trace.stats.fetch_calls += 1
+        return {d: 2 * sum(any(f"{s}/{n}" in there for s in sibs) for n in names) >= len(names)
+                for d, (sibs, names) in asked.items()}
 
 
 def _stop_by_budget(s: _Search, started: float, rounds: int) -> str | None:
