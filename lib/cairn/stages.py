@@ -34,6 +34,7 @@ from .requests import FindRequest
 from .rerank.base import Reranker
 from .retrieval.boost import merge_boosted
 from .retrieval.evidence import has_evidence
+from .retrieval.kinds import topic_folders
 from .retrieval.memories import (
     BACKGROUND_RANK,
     background_of,
@@ -143,8 +144,12 @@ def retrieve(
     folders = tuple(u for u in typed_query.boost_uris if any(u == r or is_under(u, r) for r in roots))
     folders = folders if not typed_query.target_uris else ()
     # a boosted query compares its folder's matches with the rest: both searched on one scale (dense,
-    # unless the caller asked for hybrid), so "good inside" means the same everywhere
-    hybrid = request.hybrid if request.hybrid is not None else not folders
+    # unless the caller asked for hybrid), so "good inside" means the same everywhere; but a topic
+    # folder (no sibling holds children of its children's names: retrieval/kinds.py) names no entity
+    # its documents all share, and the search everywhere keeps its keywords ("what separator?")
+    judged = bool(folders) and request.hybrid is None
+    topics = topic_folders(store, tenant, vector, folders) if judged else set()
+    hybrid = request.hybrid if request.hybrid is not None else (not folders or set(folders) <= topics)
     # every type for a known user: the memories get a search of their own (retrieval/memories.py)
     own_memories = typed_query.context_type is None and not typed_query.target_uris and bool(request.user)
     mem_roots = memory_roots(request.user) if own_memories else []
@@ -166,6 +171,11 @@ def retrieve(
         trace.stats.vector_calls += inside_trace.stats.vector_calls
         trace.stats.rounds += inside_trace.stats.rounds
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace)
+        if judged:  # the folders' kind: one batched search of their siblings and children, one fetch
+            trace.stats.vector_calls += 1
+            trace.stats.fetch_calls += 1
+        if topics:
+            trace.add("keep", detail=f"{', '.join(sorted(topics))}: a topic folder, searched everywhere with keywords too")
     raw_scores = _raw_scores(typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight,
                              trace, moved=request.mode == "thinking" or bool(folders), hand_on=hand_on,
                              background=own_memories)

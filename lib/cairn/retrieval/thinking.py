@@ -17,10 +17,10 @@ topic (``billing/`` beside ``support/``): its score adds nothing its documents' 
 say, and lifting them all with it ranked a topic's unrelated pages over a better page elsewhere
 (the agent-day handbook in topic folders, through ``cairn serve``: ``search()`` nDCG@10 0.783 with
 every folder propagating, 0.794 with topic folders not; dstc11, entity folders, 0.6209 and
-0.6219: benchmarks/README.md, issue 19). So after each round's expansion one fetch asks, for each expanded folder, whether up to
-5 of its children's names exist under up to 3 of its siblings that the search has seen: when at
-least half do, the folder propagates with ``alpha``; when none of its siblings holds them, its
-children keep their own scores (``alpha`` 1); with no sibling seen, ``alpha`` as configured.
+0.6219: benchmarks/README.md, issue 19). So after each round's expansion one fetch asks, for
+each expanded folder, whether its children's names exist under its siblings that the search has
+seen (:mod:`.kinds`): of a kind, the folder propagates with ``alpha``; a topic folder's children
+keep their own scores (``alpha`` 1); with no sibling seen, ``alpha`` as configured.
 
 Between 1 and 2, **relevance feedback** (Rocchio, on the query vector): the best
 ``feedback_docs`` leaves the global search found (over the threshold, by their fused score, and
@@ -40,7 +40,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -50,6 +50,7 @@ from ..uri import is_under
 from ..uri import parent as parent_of
 from ..vectorstores import SearchMode, VectorHit, VectorQuery, VectorStore
 from ..vectorstores.base import MAX_QUERY_LIMIT
+from . import kinds
 from .scope import scope_filter
 from .scoring import Convergence, add_to_pool, passes, propagate, ranked, top_uris
 
@@ -81,8 +82,6 @@ class ThinkingConfig:
     # children of a topic folder (no sibling folder holds children of the same names) keep their own
     # scores instead of being lifted with their folder (module doc); False: every folder propagates
     topic_folders: bool = True
-    KIND_NAMES: ClassVar[int] = 5  # children's names checked per expanded folder
-    KIND_SIBLINGS: ClassVar[int] = 3  # siblings they are looked up under
 
     def global_k(self, limit: int) -> int:
         return self.global_limit or max(3 * limit, 30)
@@ -243,10 +242,10 @@ class _Search:
         self.trace.stats.directories_searched += len(dirs)
         # A subtree search already covered every directory below d: they are kept, not expanded.
         expandable = self.cfg.scope == "children"
-        kinds = self.of_a_kind(dict(zip(dirs, results))) if self.cfg.topic_folders else {}
+        kind_of = self.of_a_kind(dict(zip(dirs, results))) if self.cfg.topic_folders else {}
         for d, hits in zip(dirs, results, strict=True):
             parent = self.dir_scores.get(d, 0.0)
-            topic = kinds.get(d) is False
+            topic = kind_of.get(d) is False
             detail = f"hits={len(hits)}" + (": a topic folder, its children keep their own scores" if topic else "")
             self.trace.add("expand", round=round_, uri=d, score=round(parent, 4), detail=detail)
             self.take_all(hits, parent, round_, f"child-of:{d}" if expandable else f"under:{d}", roots, expandable,
@@ -254,27 +253,14 @@ class _Search:
 
     def of_a_kind(self, found: dict[str, list[VectorHit]]) -> dict[str, bool]:
         """For each expanded folder (its children found), whether it is one of sibling folders of a
-        kind: True when at least half of its children's names (up to ``KIND_NAMES``) exist under
-        one of its siblings seen so far (up to ``KIND_SIBLINGS``), False when fewer do; a folder with
-        no sibling seen is left out. One fetch for the round (module doc)."""
-        asked: dict[str, tuple[list[str], list[str]]] = {}
-        for d, hits in found.items():
-            p = parent_of(d)
-            siblings = sorted(u for u in self.seen_dirs if u != d and parent_of(u) == p)[: self.cfg.KIND_SIBLINGS]
-            names = list(dict.fromkeys(document_key(h.record.uri).rsplit("/", 1)[-1] for h in hits
-                                       if h.record.parent_uri == d))[: self.cfg.KIND_NAMES]
-            if siblings and names:
-                asked[d] = (siblings, names)
-        # a child is a folder (its L0), a file (its L2) or a file stored as chunks (its first chunk)
-        ids = [record_id(self.tenant, u, lvl) for sibs, names in asked.values() for sib in sibs for n in names
-               for u, lvl in ((f"{sib}/{n}", Level.ABSTRACT), (f"{sib}/{n}", Level.DETAIL), (f"{sib}/{n}#0", Level.DETAIL))]
-        if not ids:
-            return {}
-        there = {document_key(r.uri) for r in self.store.fetch(self.tenant, list(dict.fromkeys(ids)))}
-        self.trace.stats.fetch_calls += 1
-        return {d: 2 * sum(any(f"{s}/{n}" in there for s in sibs) for n in names) >= len(names)
-                for d, (sibs, names) in asked.items()}
-
+        kind, judged against its siblings seen so far (:mod:`.kinds`); a folder with no sibling seen
+        is left out. One fetch for the round."""
+        asked = {d: (sorted(u for u in self.seen_dirs if u != d and parent_of(u) == parent_of(d)), kinds.child_names(d, hits))
+                 for d, hits in found.items()}
+        out = kinds.of_a_kind(self.store, self.tenant, asked)
+        if out:
+            self.trace.stats.fetch_calls += 1
+        return out
 
 def _stop_by_budget(s: _Search, started: float, rounds: int) -> str | None:
     cfg = s.cfg

@@ -1,0 +1,68 @@
+"""Topic folders and folders of a kind, told apart by the tenant's tree; what each changes in a search."""
+
+import pytest
+
+from cairn.ingest import Document, Ingestor
+from cairn.pipeline import Cairn
+from cairn.planning.scope import FolderResolver
+from cairn.planning.session_planner import SessionRewritePlanner
+from cairn.retrieval.kinds import topic_folders
+from cairn.retrieval.scope import roots_for
+from cairn.sessions import open_session_store
+from cairn.vectorstores.local import LocalVectorStore
+
+pytestmark = pytest.mark.integration
+KB = "cairn://resources/kb"
+HOTELS = "cairn://resources/hotels"
+HANDBOOK = {
+    ("billing", "refunds.md"): "Refunds go back to the card within 5 to 10 business days.",
+    ("billing", "invoices.md"): "Invoices are sent as PDF files on the first day of each month.",
+    ("support", "hours.md"): "Our team answers tickets Monday to Friday, 8:00 to 18:00.",
+    ("support", "status-page.md"): "Outages are posted on the status page.",
+    ("imports", "csv-import.md"): "Import contacts from a CSV file; use a comma or a semicolon as the separator.",
+    ("imports", "export.md"): "Export every record as one archive of JSON files.",
+}
+HOTEL_PAGES = {"parking.md": "Parking: {}.", "pets.md": "Pets: {}."}
+
+
+@pytest.fixture
+def svc(tmp_path, embedder):
+    store = LocalVectorStore(tmp_path / "store", dimension=embedder.dimension)
+    ingest = Ingestor(store, embedder, "t")
+    ingest.ingest([Document(path, text, title=path[-1]) for path, text in HANDBOOK.items()], KB)
+    ingest.ingest([Document((hotel, page), text.format(f"{hotel} has its own rules"), title=page)
+                   for hotel in ("grand-hotel", "river-inn") for page, text in HOTEL_PAGES.items()], HOTELS)
+    planner = SessionRewritePlanner(resolver=FolderResolver(store, "t", embedder), roots=lambda ct: roots_for(ct, (), None))
+    return Cairn(store, embedder, "t", planner=planner, sessions=open_session_store("sqlite", path=tmp_path / "s.db"))
+
+
+def test_the_tree_tells_topic_folders_from_folders_of_a_kind(svc):
+    vector = svc.embedder.embed_one("which separator for the csv file?").tolist()
+    folders = [f"{KB}/imports", f"{KB}/billing", f"{HOTELS}/grand-hotel"]
+    # billing/ and imports/ share no file name with their siblings; every hotel holds parking.md and pets.md
+    assert topic_folders(svc.store, "t", vector, folders) == {f"{KB}/imports", f"{KB}/billing"}
+
+
+def test_a_query_boosted_to_a_topic_folder_keeps_its_keywords(svc):
+    s = svc.sessions.create("t")
+    svc.sessions.append("t", s.id, "user", "I have questions about Imports.")
+    res = svc.search("which separator?", session_id=s.id, limit=3, include_provenance=True)
+    tq = res.query_plan.queries[0]
+    assert tq.boost_uris == (f"{KB}/imports",)
+    events = [e.detail for e in res.query_results[0].trace.events]
+    assert any("a topic folder, searched everywhere with keywords too" in d for d in events)
+    assert any("mode=hybrid" in d for d in events if "roots=" in d)  # the search everywhere fused the keywords
+    assert res.resources[0].uri == f"{KB}/imports/csv-import.md"
+
+
+def test_a_query_boosted_to_a_folder_of_a_kind_is_searched_on_the_dense_scale(svc):
+    s = svc.sessions.create("t")
+    svc.sessions.append("t", s.id, "user", "We are staying at the Grand Hotel.")
+    res = svc.search("can we bring the dog?", session_id=s.id, limit=3, include_provenance=True)
+    assert res.query_plan.queries[0].boost_uris == (f"{HOTELS}/grand-hotel",)
+    events = [e.detail for e in res.query_results[0].trace.events]
+    assert not any("searched everywhere with keywords" in d for d in events)
+    assert any(e.kind == "expand" and e.uri == f"{HOTELS}/grand-hotel" and "topic" not in e.detail
+               for e in res.query_results[0].trace.events)  # one of a kind: it lifts its pages
+    assert all("mode=dense" in d for d in events if "roots=" in d)  # inside an entity every page shares its name
+    assert res.resources[0].uri == f"{HOTELS}/grand-hotel/pets.md"
