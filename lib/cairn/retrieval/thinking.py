@@ -12,7 +12,7 @@
 folders: one hotel's pages under its name) is right where a folder is one of several of a kind,
 each holding the same kinds of children (every hotel has ``faq/`` and ``review/``, every customer
 ``contracts/``): there the folder's own score says which instance a child belongs to, which the
-child's words often do not. A folder none of whose siblings holds children of the same names is a
+child's words often do not. A folder whose siblings hold few of its children's names is a
 topic (``billing/`` beside ``support/``): its score adds nothing its documents' own words do not
 say, and lifting them all with it ranked a topic's unrelated pages over a better page elsewhere
 (the agent-day handbook in topic folders, through ``cairn serve``: ``search()`` nDCG@10 0.783 with
