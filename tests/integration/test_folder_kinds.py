@@ -6,7 +6,7 @@ from cairn.ingest import Document, Ingestor
 from cairn.pipeline import Cairn
 from cairn.planning.scope import FolderResolver
 from cairn.planning.session_planner import SessionRewritePlanner
-from cairn.retrieval.kinds import topic_folders
+from cairn.retrieval.kinds import folder_kinds
 from cairn.retrieval.scope import roots_for
 from cairn.sessions import open_session_store
 from cairn.vectorstores.local import LocalVectorStore
@@ -40,7 +40,8 @@ def test_the_tree_tells_topic_folders_from_folders_of_a_kind(svc):
     vector = svc.embedder.embed_one("which separator for the csv file?").tolist()
     folders = [f"{KB}/imports", f"{KB}/billing", f"{HOTELS}/grand-hotel"]
     # billing/ and imports/ share no file name with their siblings; every hotel holds parking.md and pets.md
-    assert topic_folders(svc.store, "t", vector, folders) == {f"{KB}/imports", f"{KB}/billing"}
+    assert folder_kinds(svc.store, "t", vector, folders) == {f"{KB}/imports": False, f"{KB}/billing": False,
+                                                             f"{HOTELS}/grand-hotel": True}
 
 
 def test_a_query_boosted_to_a_topic_folder_keeps_its_keywords(svc):

@@ -1,9 +1,9 @@
 """Folders of a kind and topic folders, told apart by the tenant's own tree.
 
-A folder is *of a kind* when its siblings hold children of the same names: every hotel folder holds
-``faq/`` and ``review/``, every customer folder ``contracts/``. There the folder says which instance
-a child belongs to, which the child's own words often do not. A folder whose siblings hold none of
-its children's names is a *topic* (``billing/`` beside ``support/``): its documents say what it is
+A folder is *of a kind* when its siblings hold children of the same names: every product folder
+holds ``manual.md`` and ``faq.md``, every customer folder ``contracts/``. There the folder says which instance
+a child belongs to, which the child's own words often do not. A folder whose siblings hold fewer
+than half of its children's names is a *topic* (``billing/`` beside ``support/``): its documents say what it is
 about themselves. Thinking mode lifts a folder's children with it only for folders of a kind
 (:mod:`.thinking`), and a query boosted to a topic folder keeps its keywords (:func:`cairn.stages.retrieve`).
 
@@ -45,9 +45,10 @@ def of_a_kind(store: VectorStore, tenant: str, asked: Mapping[str, tuple[Sequenc
             for f, (sibs, names) in asked.items()}
 
 
-def topic_folders(store: VectorStore, tenant: str, vector: list[float], folders: Sequence[str]) -> set[str]:
-    """Which of ``folders`` (not yet searched) are topic folders: one batched search for each
-    folder's siblings and children (the query's nearest, dense), then :func:`of_a_kind`."""
+def folder_kinds(store: VectorStore, tenant: str, vector: list[float], folders: Sequence[str]) -> dict[str, bool]:
+    """:func:`of_a_kind` for ``folders`` not yet searched: one batched search finds each folder's
+    siblings and children (the query's nearest, dense), then one fetch (none when no folder has a
+    sibling and a child)."""
     requests = [VectorQuery(tenant=tenant, vector=vector, mode=SearchMode.DENSE, limit=limit, filter=flt)
                 for f in folders
                 for flt, limit in (({"parent_uri": parent_of(f) or "", "level": int(Level.ABSTRACT)}, SIBLINGS + 1),
@@ -55,4 +56,4 @@ def topic_folders(store: VectorStore, tenant: str, vector: list[float], folders:
     found = store.query_many(requests)
     asked = {f: ([h.record.uri for h in found[2 * i] if h.record.uri != f], child_names(f, found[2 * i + 1]))
              for i, f in enumerate(folders)}
-    return {f for f, kind in of_a_kind(store, tenant, asked).items() if not kind}
+    return of_a_kind(store, tenant, asked)

@@ -9,18 +9,17 @@
    is empty, or a budget (rounds, vector calls, deadline) is spent. The trace says which.
 
 **Which folders lift their children.** Propagation (``alpha``, chosen on a tree of entity
-folders: one hotel's pages under its name) is right where a folder is one of several of a kind,
-each holding the same kinds of children (every hotel has ``faq/`` and ``review/``, every customer
-``contracts/``): there the folder's own score says which instance a child belongs to, which the
-child's words often do not. A folder whose siblings hold few of its children's names is a
-topic (``billing/`` beside ``support/``): its score adds nothing its documents' own words do not
-say, and lifting them all with it ranked a topic's unrelated pages over a better page elsewhere
-(the agent-day handbook in topic folders, through ``cairn serve``: ``search()`` nDCG@10 0.783 with
-every folder propagating, 0.794 with topic folders not; dstc11, entity folders, 0.6209 and
-0.6219: benchmarks/README.md, issue 19). So after each round's expansion one fetch asks, for
-each expanded folder, whether its children's names exist under its siblings that the search has
-seen (:mod:`.kinds`): of a kind, the folder propagates with ``alpha``; a topic folder's children
-keep their own scores (``alpha`` 1); with no sibling seen, ``alpha`` as configured.
+folders, each holding one entity's pages) is right where a folder is one of several of a kind,
+each holding the same kinds of children (every product folder has ``manual.md`` and ``faq.md``,
+every customer folder ``contracts/``): there the folder's own score says which instance a child
+belongs to, which the child's words often do not. A folder whose siblings hold few of its
+children's names is a topic (``billing/`` beside ``support/``): its score adds nothing its
+documents' own words do not say, and lifting them all with it ranked a topic's unrelated pages
+over a better page elsewhere (measured on a handbook in topic folders and on a tree of entity
+folders: benchmarks/README.md, issue 19, session 9). So after each round's expansion one fetch
+asks, for each expanded folder, whether its children's names exist under its siblings that the
+search has seen (:mod:`.kinds`): of a kind, the folder propagates with ``alpha``; a topic folder's
+children keep their own scores (``alpha`` 1); with no sibling seen, ``alpha`` as configured.
 
 Between 1 and 2, **relevance feedback** (Rocchio, on the query vector): the best
 ``feedback_docs`` leaves the global search found (over the threshold, by their fused score, and
