@@ -17,12 +17,18 @@ $(VENV)/bin/python:
 LOCK_LOCAL := requirements/local.lock
 LOCK_DEV   := requirements/dev.lock
 
-$(VENV)/.installed: pyproject.toml $(LOCK_LOCAL) | $(VENV)/bin/python
+LOCK_PIP   := requirements/pip.lock
+
+$(VENV)/.pip: $(LOCK_PIP) | $(VENV)/bin/python
+	$(PIP) install --require-hashes -r $(LOCK_PIP)
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(LOCK_LOCAL) $(VENV)/.pip
 	$(PIP) install --require-hashes -r $(LOCK_LOCAL)
 	$(PIP) install --no-deps -e .
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml $(LOCK_DEV) | $(VENV)/bin/python
+$(VENV)/.dev-installed: pyproject.toml $(LOCK_DEV) $(VENV)/.pip
 	$(PIP) install --require-hashes -r $(LOCK_DEV)
 	$(PIP) install --no-deps -e .
 	touch $@

@@ -86,6 +86,9 @@ def venv_with(wheel: Path, *extras: str) -> Path:
 def _install(root: Path, python: Path, spec: str, wheel: Path) -> None:
     if not (root / ".ready").exists():
         _run([sys.executable, "-m", "venv", "--clear", str(root)], REPO)
+        # the pip `make` installs with (the venv's own pip lets an extra resolve past a pinned version)
+        _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--require-hashes", "-r",
+              str(REPO / "requirements/pip.lock")], REPO)
         _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", str(_constraints()), spec],
              REPO, timeout=1800)
         (root / ".ready").touch()
