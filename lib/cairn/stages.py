@@ -34,7 +34,6 @@ from .requests import FindRequest
 from .rerank.base import Reranker
 from .retrieval.boost import merge_boosted
 from .retrieval.evidence import has_evidence
-from .retrieval.kinds import folder_kinds
 from .retrieval.memories import (
     BACKGROUND_RANK,
     background_of,
@@ -144,13 +143,9 @@ def retrieve(
     folders = tuple(u for u in typed_query.boost_uris if any(u == r or is_under(u, r) for r in roots))
     folders = folders if not typed_query.target_uris else ()
     # a boosted query compares its folder's matches with the rest: both searched on one scale (dense,
-    # unless the caller asked for hybrid), so "good inside" means the same everywhere; but a topic
-    # folder (no sibling holds children of its children's names: retrieval/kinds.py) names no entity
-    # its documents all share, and the search everywhere keeps its keywords (a follow-up answered by
-    # one rare word of one page is found by that word)
-    judged = folder_kinds(store, tenant, vector, folders) if folders and request.hybrid is None else {}
-    topics = {f for f, of_a_kind in judged.items() if not of_a_kind}
-    hybrid = request.hybrid if request.hybrid is not None else (not folders or set(folders) <= topics)
+    # unless the caller asked for hybrid), so "good inside" means the same everywhere. Planners boost
+    # folders of a kind only (an entity whose name its pages do not all repeat: planning/scope.py)
+    hybrid = request.hybrid if request.hybrid is not None else not folders
     # every type for a known user: the memories get a search of their own (retrieval/memories.py)
     own_memories = typed_query.context_type is None and not typed_query.target_uris and bool(request.user)
     mem_roots = memory_roots(request.user) if own_memories else []
@@ -172,11 +167,6 @@ def retrieve(
         trace.stats.vector_calls += inside_trace.stats.vector_calls
         trace.stats.rounds += inside_trace.stats.rounds
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace)
-        if folders and request.hybrid is None:  # the folders' kind: one batched search of their siblings and children
-            trace.stats.vector_calls += 1
-            trace.stats.fetch_calls += 1 if judged else 0  # and one fetch when any was judged
-        if topics:
-            trace.add("keep", detail=f"{', '.join(sorted(topics))}: a topic folder, searched everywhere with keywords too")
     raw_scores = _raw_scores(typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight,
                              trace, moved=request.mode == "thinking" or bool(folders), hand_on=hand_on,
                              background=own_memories)

@@ -44,15 +44,15 @@ def test_the_tree_tells_topic_folders_from_folders_of_a_kind(svc):
                                                              f"{HOTELS}/grand-hotel": True}
 
 
-def test_a_query_boosted_to_a_topic_folder_keeps_its_keywords(svc):
+def test_a_topic_folders_name_boosts_nothing_and_the_conversation_is_carried_instead(svc):
     s = svc.sessions.create("t")
     svc.sessions.append("t", s.id, "user", "I have questions about Imports.")
     res = svc.search("which separator?", session_id=s.id, limit=3, include_provenance=True)
-    tq = res.query_plan.queries[0]
-    assert tq.boost_uris == (f"{KB}/imports",)
-    events = [e.detail for e in res.query_results[0].trace.events]
-    assert any("a topic folder, searched everywhere with keywords too" in d for d in events)
-    assert any("mode=hybrid" in d for d in events if "roots=" in d)  # the search everywhere fused the keywords
+    first, *carried = res.query_plan.queries
+    assert first.boost_uris == () and "names a topic folder" in res.query_plan.reasoning
+    assert carried and carried[0].query.startswith("I have questions about Imports.")  # the previous user turn
+    events = [e.detail for qr in res.query_results for e in qr.trace.events]
+    assert all("mode=hybrid" in d for d in events if "roots=" in d)  # the keywords find "separator"
     assert res.resources[0].uri == f"{KB}/imports/csv-import.md"
 
 

@@ -57,6 +57,23 @@ def test_scores_after_writes_replacements_and_deletes_are_those_of_a_fresh_bm25_
             assert [got[u] for u in want] == pytest.approx(list(want.values()), rel=1e-5)
 
 
+def test_statistics_of_the_filter_are_those_of_an_index_of_the_kept_records_alone(tmp_path):
+    rng = random.Random(5)
+    store = LocalVectorStore(tmp_path, dimension=DIM)
+    records = [rec(i, rng.choices(WORDS, k=rng.randint(2, 9)), tags=["mine"] if i % 3 == 0 else []) for i in range(45)]
+    store.upsert(records)
+    store.delete("acme", [records[3].id])  # a deleted record counts in neither
+    mine = [r for r in records if "mine" in r.tags and r is not records[3]]
+    for text in ("refund card", "storm river bank", "loan"):
+        want = bm25s_scores(mine, text)
+        for statistics, equal in (("filter", True), ("tenant", False)):
+            hits = store.query(VectorQuery(tenant="acme", text=text, mode=SearchMode.KEYWORD, limit=1000,
+                                           filter={"tags": "mine"}, keyword_statistics=statistics))
+            got = {h.record.uri: h.score for h in hits}
+            assert got.keys() == want.keys()
+            assert ([got[u] for u in want] == pytest.approx(list(want.values()), rel=1e-5)) is equal, statistics
+
+
 def test_a_store_written_before_the_index_existed_opens_and_gets_its_index_back(tmp_path):
     store = LocalVectorStore(tmp_path, dimension=DIM)
     store.upsert([rec(1, ["refunds", "refund", "policy"]), rec(2, ["cards", "refund", "to", "card"])])

@@ -82,11 +82,14 @@ def test_a_word_the_whole_tree_uses_does_not_name_a_folder_said_alone():
 
 
 class _Names:
-    def __init__(self, index: NameIndex) -> None:
-        self._index = index
+    def __init__(self, index: NameIndex, topics: frozenset[str] = frozenset()) -> None:
+        self._index, self._topics = index, topics
 
     def index(self, roots):
         return self._index
+
+    def topics(self, folders):
+        return {f for f in folders if f in self._topics}
 
 
 def test_the_most_recent_confident_mention_wins_and_low_confidence_is_explained(index):
@@ -109,6 +112,19 @@ def test_a_users_mention_outweighs_an_assistants_and_a_new_topic_replaces_an_old
     new_topic = [Said(0, "is it quiet?"), Said(6, "what about the acorn guest house", "user", 1),
                  Said(2, "tell me about the lensfield hotel", "user", 5)]
     assert resolver.resolve(new_topic, [R]).folders == (f"{R}/hotel/5",)
+
+
+def test_a_topic_folders_name_boosts_nothing_and_a_weaker_mention_of_a_folder_of_a_kind_still_does(index):
+    lensfield = best(index, "the lensfield hotel").folders[0]
+    texts = [Said(0, "and parking?"), Said(4, "the lensfield hotel it is", "user", 1),
+             Said(2, "what about the acorn guest house", "user", 3)]
+    res = FolderResolver(None, "t", names=_Names(index, frozenset({lensfield}))).resolve(texts, [R])
+    assert res.folders != (lensfield,) and res.match is not None  # the older mention of a hotel wins
+    assert res.topic is not None and res.topic.folders == (lensfield,)
+    assert "names a topic folder" in res.explain() and res.explain().startswith("boosted")
+    alone = FolderResolver(None, "t", names=_Names(index, frozenset({lensfield}))).resolve(texts[:2], [R])
+    assert alone.match is None and alone.folders == ()
+    assert alone.explain().startswith("no folder boosted: folder name") and "topic folder" in alone.explain()
 
 
 def test_fusion_keeps_dense_scores_on_their_scale_and_gives_unknown_words_no_bonus():

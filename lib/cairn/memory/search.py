@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..embeddings import Embedder
 from ..models import ContextRecord, Level
+from ..retrieval.scope import keyword_statistics
 from ..sessions.base import check_id
 from ..vectorstores import VectorQuery, VectorStore
 from ..vectorstores.base import SearchMode
@@ -46,5 +47,6 @@ def search_memories(
     hits = store.query(VectorQuery(
         tenant=tenant, vector=vector, text=query if hybrid else None,
         mode=SearchMode.HYBRID if hybrid else SearchMode.DENSE, filter=scope, limit=limit,
+        keyword_statistics=keyword_statistics([root]),
     ))
     return [MemoryHit(h.record, h.score) for h in hits]

@@ -39,6 +39,7 @@ from typing import Any
 
 from .. import uri as uris
 from ..models import Level
+from ..retrieval.kinds import folder_kinds
 from ..uri import is_under
 from ..vectorstores import SearchMode, VectorQuery, VectorStore
 
@@ -295,6 +296,7 @@ class FolderNames:
         self.stop_words = tuple(stop_words)
         self.metadata_names = metadata_names
         self._cache: dict[tuple[str, ...], tuple[NameIndex, float, int]] = {}
+        self._kinds: dict[str, tuple[bool, float, int]] = {}
         self._lock = threading.Lock()
         self.builds = 0
 
@@ -313,11 +315,32 @@ class FolderNames:
             self.builds += 1
         return index
 
+    def topics(self, folders: Sequence[str]) -> set[str]:
+        """Which of ``folders`` are topic folders (:mod:`cairn.retrieval.kinds`: their siblings hold
+        fewer than half of their children's names), kept as long as the names index is (one batched
+        query and one fetch for the folders not known yet). A folder with no sibling or no child
+        is not a topic folder."""
+        now = time.monotonic()
+        writes = _write_count(self.store)
+        with self._lock:
+            known = {f: k[0] for f in folders if (k := self._kinds.get(f)) and k[2] == writes and now - k[1] < self.ttl_s}
+        missing = [f for f in dict.fromkeys(folders) if f not in known]
+        if missing:
+            found = folder_kinds(self.store, self.tenant, self._probe(), missing)
+            with self._lock:
+                for f in missing:
+                    known[f] = found.get(f, True)
+                    self._kinds[f] = (known[f], now, writes)
+        return {f for f in folders if not known[f]}
+
+    def _probe(self) -> list[float]:
+        return [1.0 / math.sqrt(self.store.dimension)] * self.store.dimension  # any vector: a filter picks the records
+
     def _names(self, roots: list[str]) -> list[tuple[str, str]]:
         if not roots:
             return []
         top = min(uris.depth(r) for r in roots) + 1  # the roots' children first
-        probe = [1.0 / math.sqrt(self.store.dimension)] * self.store.dimension  # any vector: every folder is wanted
+        probe = self._probe()  # every folder is wanted
         requests = [
             VectorQuery(
                 tenant=self.tenant, vector=probe, limit=self.per_depth,

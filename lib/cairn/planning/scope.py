@@ -15,6 +15,17 @@ so a user's own words weigh more than an assistant's reply that quotes a folder 
 mentions fade, and a newer topic replaces an older one. The plan carries the folders as
 ``boost_uris`` with ``boost = strength``: retrieval ranks their content higher and still searches
 the whole tenant (:mod:`cairn.retrieval.boost`), so a wrong guess costs little.
+
+Only a folder *of a kind* is boosted: one of several siblings that hold children of the same names
+(every hotel folder has ``parking.md``; :mod:`cairn.retrieval.kinds`). There the folder says which
+instance a page belongs to, which the page's own words often do not. A *topic* folder (``billing/``
+beside ``support/``) holds pages that say what they are about themselves; a mention of it ("is
+stored data encrypted?", an assistant's reply that said "data") adds nothing the query's words and
+the conversation's do not, and ranking every page of it first put its unrelated pages over a better
+page elsewhere (measured on a handbook in topic folders: benchmarks/README.md, issue 19). Such a
+mention boosts nothing, the next strongest mention of a folder of a kind still can, and the plan
+says which was passed over; without a boost the session planner carries the conversation's words
+instead (:mod:`.session_planner`).
 """
 
 from __future__ import annotations
@@ -55,18 +66,26 @@ class Resolution:
     min_confidence: float
     strength: float = 0.0  # confidence × role weight × fade of the winning mention (0..1)
     role: str = "user"
+    topic: NameMatch | None = None  # a stronger mention that names topic folders only (not boosted)
 
     @property
     def folders(self) -> tuple[str, ...]:
         return self.match.folders if self.match else ()
 
     def explain(self, where: Callable[[int], str] = lambda seq: "the query" if seq == 0 else f"message {seq}") -> str:
+        topic = ""
+        if self.topic:
+            t = self.topic
+            topic = (f"folder name {t.name!r} (said {t.said!r} in {where(t.seq)}) names a topic folder, "
+                     f"{', '.join(t.folders)}: not boosted, its pages say what they are about in their own words")
         if self.match:
             m = self.match
             return (
                 f"boosted {', '.join(m.folders)}: folder name {m.name!r} (said {m.said!r} in {where(m.seq)} by the "
-                f"{self.role}, confidence {m.confidence:.2f}, strength {self.strength:.2f})"
+                f"{self.role}, confidence {m.confidence:.2f}, strength {self.strength:.2f})" + (f"; {topic}" if topic else "")
             )
+        if topic:
+            return f"no folder boosted: {topic}"
         if self.closest:
             c = self.closest
             return (
@@ -97,7 +116,7 @@ class FolderResolver:
         """``texts``: the query and the messages (:class:`Said`, or ``(seq, text)`` pairs read as
         user texts of age 0); the strongest mention wins (module doc)."""
         closest: NameMatch | None = None
-        best: tuple[float, NameMatch, Said] | None = None
+        passed: list[tuple[float, NameMatch, Said]] = []
         if roots:
             index = self.names.index(roots)
             self.lookups += 1
@@ -111,12 +130,19 @@ class FolderResolver:
                     if closest is None or top.confidence > closest.confidence:
                         closest = top
                     continue
-                strength = top.confidence * said.weight
-                if best is None or strength > best[0]:
-                    best = (strength, top, said)
-        if best is None:
-            return Resolution(None, closest, self.min_confidence)
-        return Resolution(best[1], None, self.min_confidence, round(min(best[0], 1.0), 4), best[2].role)
+                passed.append((top.confidence * said.weight, top, said))
+        topic: NameMatch | None = None
+        for strength, top, said in sorted(passed, key=lambda p: -p[0]):  # stable: the earlier text first on a tie
+            if self.topics(top.folders) >= set(top.folders):
+                topic = topic or top
+                continue
+            return Resolution(top, None, self.min_confidence, round(min(strength, 1.0), 4), said.role, topic)
+        return Resolution(None, closest, self.min_confidence, topic=topic)
+
+    def topics(self, folders: Sequence[str]) -> set[str]:
+        """The topic folders among ``folders`` (:meth:`.names.FolderNames.topics`): a mention of one
+        boosts nothing (module doc)."""
+        return self.names.topics(folders) if folders else set()
 
     def __call__(self, name: str, roots: list[str]) -> list[str]:
         """The folders ``name`` resolves to with enough confidence (empty when none does)."""

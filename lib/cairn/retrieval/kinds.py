@@ -5,7 +5,7 @@ holds ``manual.md`` and ``faq.md``, every customer folder ``contracts/``. There 
 a child belongs to, which the child's own words often do not. A folder whose siblings hold fewer
 than half of its children's names is a *topic* (``billing/`` beside ``support/``): its documents say what it is
 about themselves. Thinking mode lifts a folder's children with it only for folders of a kind
-(:mod:`.thinking`), and a query boosted to a topic folder keeps its keywords (:func:`cairn.stages.retrieve`).
+(:mod:`.thinking`), and the planners boost folders of a kind only (:mod:`cairn.planning.scope`).
 
 The test is one fetch of record ids: for up to ``NAMES`` of the folder's children's names and up to
 ``SIBLINGS`` of its siblings, whether ``sibling/name`` is stored as a folder (L0), a file (L2) or a
@@ -46,9 +46,9 @@ def of_a_kind(store: VectorStore, tenant: str, asked: Mapping[str, tuple[Sequenc
 
 
 def folder_kinds(store: VectorStore, tenant: str, vector: list[float], folders: Sequence[str]) -> dict[str, bool]:
-    """:func:`of_a_kind` for ``folders`` not yet searched: one batched search finds each folder's
-    siblings and children (the query's nearest, dense), then one fetch (none when no folder has a
-    sibling and a child)."""
+    """:func:`of_a_kind` for ``folders``: one batched search finds each folder's siblings and
+    children (those nearest ``vector``, dense; any vector does), then one fetch (none when no folder
+    has a sibling and a child)."""
     requests = [VectorQuery(tenant=tenant, vector=vector, mode=SearchMode.DENSE, limit=limit, filter=flt)
                 for f in folders
                 for flt, limit in (({"parent_uri": parent_of(f) or "", "level": int(Level.ABSTRACT)}, SIBLINGS + 1),

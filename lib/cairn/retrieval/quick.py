@@ -8,7 +8,7 @@ from ..assemble import best_chunk_per_document
 from ..models import Candidate, ThinkingTrace, TraceStats
 from ..vectorstores import SearchMode, VectorQuery, VectorStore
 from ..vectorstores.base import MAX_QUERY_LIMIT
-from .scope import scope_filter
+from .scope import keyword_statistics, scope_filter
 
 
 def quick_search(
@@ -49,6 +49,7 @@ def quick_search(
             filter=scope_filter(roots, user_filter),
             limit=depth,
             dense_weight=dense_weight if hybrid else None,
+            keyword_statistics=keyword_statistics(roots),
         )
         hits = store.query(req)
         trace.stats.vector_calls += 1

@@ -50,7 +50,7 @@ from ..uri import parent as parent_of
 from ..vectorstores import SearchMode, VectorHit, VectorQuery, VectorStore
 from ..vectorstores.base import MAX_QUERY_LIMIT
 from . import kinds
-from .scope import scope_filter
+from .scope import keyword_statistics, scope_filter
 from .scoring import Convergence, add_to_pool, passes, propagate, ranked, top_uris
 
 # Chosen by measurement: the best of {0.3, 0.5, 0.7, 1.0} on the hierarchical benchmark (benchmarks/README.md).
@@ -111,6 +111,7 @@ class _Search:
         self.collapse, self.hand_on = collapse, hand_on or limit
         self.text = text  # set: every search is hybrid (dense + keyword)
         self.dense_weight: float | None = None  # the hybrid fusion's weight of the dense score (None: default)
+        self.statistics: Literal["tenant", "filter"] = "tenant"  # whose words score the keyword side (scope.py)
         self.qvec = _unit(np.asarray(vector, dtype=np.float32))
         self.limit, self.user_filter = limit, user_filter
         self.pool: dict[str, Candidate] = {}
@@ -176,7 +177,7 @@ class _Search:
     def request(self, filter: dict[str, Any], limit: int) -> VectorQuery:
         mode = SearchMode.HYBRID if self.text else SearchMode.DENSE
         return VectorQuery(tenant=self.tenant, vector=self.vector, text=self.text, mode=mode, filter=filter, limit=limit,
-                           dense_weight=self.dense_weight if self.text else None)
+                           dense_weight=self.dense_weight if self.text else None, keyword_statistics=self.statistics)
 
     def global_search(self, roots: list[str]) -> None:
         k = self.cfg.global_k(self.limit)
@@ -296,6 +297,7 @@ def thinking_search(
     hybrid = bool(hybrid_text) and store.capabilities().hybrid
     s = _Search(store, tenant, vector, cfg, limit, user_filter, hybrid_text if hybrid else None, collapse_chunks, hand_on)
     s.dense_weight = dense_weight
+    s.statistics = keyword_statistics(roots)  # the folders it descends into lie under the roots
     if hybrid_text and not hybrid:
         s.trace.add("fallback", detail=f"the {store.backend} backend has no hybrid search: dense only")
     if not roots:

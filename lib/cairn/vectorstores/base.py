@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from enum import Enum
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,6 +51,11 @@ class VectorQuery(BaseModel):
     # hybrid only: how much the dense score counts in the fusion (None: the stores' DENSE_WEIGHT);
     # lower where the embedder was not trained on the query's language (:func:`cairn.stages.retrieve`)
     dense_weight: float | None = Field(default=None, ge=0.0, le=1.0)
+    # keyword and hybrid only: whose documents BM25's statistics (document count, document
+    # frequencies, average length) come from: the tenant's, or only those the filter keeps (one
+    # user's own data is scored by its own words: :func:`cairn.retrieval.scope.keyword_statistics`).
+    # A backend whose capabilities lack ``keyword_statistics_of_filter`` uses its index's
+    keyword_statistics: Literal["tenant", "filter"] = "tenant"
 
 
 class VectorHit(BaseModel):
@@ -68,6 +73,8 @@ class Capabilities(BaseModel):
     batched_queries: bool = False  # query_many is one round trip (or one matrix product)
     max_upsert_batch: int = 1000
     filter_operators: frozenset[str] = frozenset()
+    # BM25 statistics of the rows a filter keeps (``VectorQuery.keyword_statistics="filter"``)
+    keyword_statistics_of_filter: bool = False
 
 
 def validate_tenant(tenant: object) -> str:

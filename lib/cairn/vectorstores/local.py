@@ -213,6 +213,7 @@ class LocalVectorStore(VectorStore):
             batched_queries=True,
             max_upsert_batch=100_000,
             filter_operators=local_filters.SUPPORTED_OPERATORS,
+            keyword_statistics_of_filter=True,
         )
 
     def _translate_filter(self, tree: Any) -> LocalFilter | None:
@@ -353,7 +354,8 @@ class LocalVectorStore(VectorStore):
         return [self._hit(part, r, s, req, used.get(part.ids[r])) for r, s in ranked]
 
     def _keyword_ranking(self, part: Partition, req: VectorQuery, mask: np.ndarray | None) -> list[tuple[int, float]]:
-        scores = part.keywords.scores(req.text or "", self.languages.for_tenant(req.tenant))
+        within = mask if req.keyword_statistics == "filter" else None
+        scores = part.keywords.scores(req.text or "", self.languages.for_tenant(req.tenant), within)
         if scores is None:
             return []
         keep = scores > 0

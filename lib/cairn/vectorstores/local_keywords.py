@@ -188,17 +188,25 @@ class KeywordIndex:
         self.owner[live] = start
         self.owner_row[live] = np.arange(len(live))
 
-    def scores(self, text: str, language: str | None = None) -> np.ndarray | None:
+    def scores(self, text: str, language: str | None = None, within: np.ndarray | None = None) -> np.ndarray | None:
         """BM25 of every partition row for ``text`` (its words read in ``language`` when the tenant
-        fixed one, else in its detected language); None when no query word occurs in a live row."""
-        n = int(np.count_nonzero(self.owner >= 0))  # the live rows: replaced or deleted ones count for nothing
-        total = float(self.lengths.sum()) if n else 0.0
+        fixed one, else in its detected language); None when no query word occurs in a live row.
+        ``within`` (a mask of partition rows, the query's filter): the statistics are those of the
+        rows it keeps."""
+        live = self.owner >= 0  # replaced or deleted rows count for nothing (their lengths are 0)
+        if within is not None:
+            live &= within[: len(live)]
+        n = int(np.count_nonzero(live))
+        total = (float(self.lengths.sum()) if within is None else float(self.lengths[live].sum())) if n else 0.0
         if not n or total <= 0:
             return None
         avgdl = total / n
         out: np.ndarray | None = None
         for term, weight in _weights(keywords.tokenize([text], language)[0]).items():
             rows, tfs = self._postings(term)
+            if within is not None and len(rows):
+                kept = within[rows]
+                rows, tfs = rows[kept], tfs[kept]
             if not len(rows):
                 continue
             df = len(rows)
