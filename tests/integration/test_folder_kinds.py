@@ -17,10 +17,11 @@ HOTELS = "cairn://resources/hotels"
 HANDBOOK = {
     ("billing", "refunds.md"): "Refunds go back to the card within 5 to 10 business days.",
     ("billing", "invoices.md"): "Invoices are sent as PDF files on the first day of each month.",
-    ("support", "hours.md"): "Our team answers tickets Monday to Friday, 8:00 to 18:00.",
+    ("support", "hours.md"): "Our team answers tickets about billing and imports Monday to Friday, 8:00 to 18:00.",
     ("support", "status-page.md"): "Outages are posted on the status page.",
     ("imports", "csv-import.md"): "Import contacts from a CSV file; use a comma or a semicolon as the separator.",
     ("imports", "export.md"): "Export every record as one archive of JSON files.",
+    ("imports", "mapping.md"): "Map the columns of an import to the fields of a contact.",
 }
 HOTEL_PAGES = {"parking.md": "Parking: {}.", "pets.md": "Pets: {}."}
 
@@ -45,6 +46,7 @@ def test_the_tree_tells_topic_folders_from_folders_of_a_kind(svc):
 
 
 def test_a_topic_folders_name_boosts_nothing_and_the_conversation_is_carried_instead(svc):
+    # imports/ shares no page name with its siblings, and "imports" is a word support/ uses too
     s = svc.sessions.create("t")
     svc.sessions.append("t", s.id, "user", "I have questions about Imports.")
     res = svc.search("which separator?", session_id=s.id, limit=3, include_provenance=True)
@@ -67,3 +69,30 @@ def test_a_query_boosted_to_a_folder_of_a_kind_is_searched_on_the_dense_scale(sv
                for e in res.query_results[0].trace.events)  # one of a kind: it lifts its pages
     assert all("mode=dense" in d for d in events if "roots=" in d)  # inside an entity every page shares its name
     assert res.resources[0].uri == f"{HOTELS}/grand-hotel/pets.md"
+
+
+CRM = {  # one folder per customer, each holding pages of its own names
+    ("acme", "contract-2023.md"): "Payment terms: invoices are due within 60 days. The contract renews every January.",
+    ("acme", "onboarding-notes.md"): "Kick-off held in March; the team uses the API daily.",
+    ("globex", "nda.md"): "Mutual non-disclosure agreement signed in 2022.",
+    ("globex", "renewal-terms.md"): "Payment terms: invoices are due within 30 days; renewal each July.",
+    ("initech", "master-agreement.md"): "Payment terms: net 45. Support hours are 9 to 5.",
+    ("initech", "escalations.md"): "Escalate outages to the account manager.",
+}
+
+
+def test_a_customer_folder_of_its_own_pages_is_boosted_when_its_name_is_a_name(tmp_path, embedder):
+    # the kind test reads acme/ as a topic (its siblings hold none of its pages' names), but "acme"
+    # is a word no page outside acme/ uses: said in the conversation, it names the customer
+    store = LocalVectorStore(tmp_path / "store", dimension=embedder.dimension)
+    Ingestor(store, embedder, "t").ingest([Document(p, text, title=p[-1]) for p, text in CRM.items()], "cairn://resources/crm")
+    planner = SessionRewritePlanner(resolver=FolderResolver(store, "t", embedder), roots=lambda ct: roots_for(ct, (), None))
+    svc = Cairn(store, embedder, "t", planner=planner, sessions=open_session_store("sqlite", path=tmp_path / "s.db"))
+    s = svc.sessions.create("t")
+    for role, text in (("user", "We're reviewing the Acme account today."), ("assistant", "Sure, what do you need?"),
+                       ("user", "Who ran their kick-off?"), ("assistant", "The kick-off was in March.")):
+        svc.sessions.append("t", s.id, role, text)
+    res = svc.search("What are the payment terms?", session_id=s.id, limit=3)
+    assert res.query_plan.queries[0].boost_uris == ("cairn://resources/crm/acme",)
+    assert [m.uri for m in res.resources if not m.uri.endswith(".md") or "/." not in m.uri][0] == \
+        "cairn://resources/crm/acme/contract-2023.md"

@@ -114,15 +114,23 @@ def test_a_users_mention_outweighs_an_assistants_and_a_new_topic_replaces_an_old
     assert resolver.resolve(new_topic, [R]).folders == (f"{R}/hotel/5",)
 
 
-def test_a_topic_folders_name_boosts_nothing_and_a_weaker_mention_of_a_folder_of_a_kind_still_does(index):
-    lensfield = best(index, "the lensfield hotel").folders[0]
-    texts = [Said(0, "and parking?"), Said(4, "the lensfield hotel it is", "user", 1),
+@pytest.mark.parametrize("spread", [0.2, 0.0])
+def test_a_topic_folder_named_by_an_ordinary_word_boosts_nothing_and_a_weaker_mention_still_can(spread):
+    # "lensfield" read as a topic folder (its siblings hold none of its pages' names); with
+    # ``spread`` of the documents using its word lying outside it: an ordinary word of the tenant
+    # (> 0) names nothing, a word only its own pages use (0) is still a name
+    index = NameIndex(tree(), spread=lambda word, folders: spread)
+    lensfield = best(index, "the lensfield").folders[0]
+    texts = [Said(0, "and parking?"), Said(4, "lensfield it is", "user", 1),
              Said(2, "what about the acorn guest house", "user", 3)]
     res = FolderResolver(None, "t", names=_Names(index, frozenset({lensfield}))).resolve(texts, [R])
+    alone = FolderResolver(None, "t", names=_Names(index, frozenset({lensfield}))).resolve(texts[:2], [R])
+    if not spread:
+        assert res.folders == alone.folders == (lensfield,) and res.topic is None
+        return
     assert res.folders != (lensfield,) and res.match is not None  # the older mention of a hotel wins
     assert res.topic is not None and res.topic.folders == (lensfield,)
     assert "names a topic folder" in res.explain() and res.explain().startswith("boosted")
-    alone = FolderResolver(None, "t", names=_Names(index, frozenset({lensfield}))).resolve(texts[:2], [R])
     assert alone.match is None and alone.folders == ()
     assert alone.explain().startswith("no folder boosted: folder name") and "topic folder" in alone.explain()
 

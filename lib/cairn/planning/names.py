@@ -106,6 +106,9 @@ class NameMatch:
     said: str  # the words of the text that matched
     position: int  # word offset of the match in the text (later = more recent)
     seq: int = 0  # the message it came from (0: the query)
+    # the share of the documents using the name's rarest said word that lie outside its folders
+    # (0: none, or not measured): above 0, the word is one the tenant's content uses ordinarily
+    spread: float = 0.0
 
 
 @dataclass
@@ -252,18 +255,22 @@ class NameIndex:
         if anchor_word in got and got[anchor_word][1] == 1.0 and self.subtrees[anchor_word] == frozenset(e.folders):
             coverage = (1.0 + coverage) / 2.0  # the word, said as written, names this folder and no other
         folders = tuple(sorted(e.folders))
+        spread = 0.0
         if said_share < 1.0:  # part of the name said: is its word the tree's common currency?
-            coverage *= 1.0 - self._spread_of(anchor_word, folders) * math.sqrt(1.0 - said_share)
+            spread = self._spread_of(anchor_word, folders)
+            coverage *= 1.0 - spread * math.sqrt(1.0 - said_share)
         elif sum(1 for w in set(e.words) if w not in self.stop) == 1:
             # a one-word name said whole ("support", "data") is a mention only when the tenant's
             # content does not use the word everywhere: an ordinary word names no folder by itself
-            coverage *= 1.0 - self._spread_of(anchor_word, folders)
+            spread = self._spread_of(anchor_word, folders)
+            coverage *= 1.0 - spread
         distinct = min(1.0, max(self.idf[w] for w in got if w not in self.stop) / self.idf_ref)
         positions = [p for p, _ in got.values()]
         said = " ".join(words[min(positions) : max(positions) + 1])
         return NameMatch(
             name=e.name, folders=tuple(sorted(e.folders)), confidence=round(coverage * distinct, 4),
             coverage=round(coverage, 4), distinctiveness=round(distinct, 4), said=said, position=max(positions), seq=seq,
+            spread=round(spread, 4),
         )
 
 

@@ -16,16 +16,18 @@ mentions fade, and a newer topic replaces an older one. The plan carries the fol
 ``boost_uris`` with ``boost = strength``: retrieval ranks their content higher and still searches
 the whole tenant (:mod:`cairn.retrieval.boost`), so a wrong guess costs little.
 
-Only a folder *of a kind* is boosted: one of several siblings that hold children of the same names
-(every hotel folder has ``parking.md``; :mod:`cairn.retrieval.kinds`). There the folder says which
-instance a page belongs to, which the page's own words often do not. A *topic* folder (``billing/``
-beside ``support/``) holds pages that say what they are about themselves; a mention of it ("is
-stored data encrypted?", an assistant's reply that said "data") adds nothing the query's words and
-the conversation's do not, and ranking every page of it first put its unrelated pages over a better
-page elsewhere (measured on a handbook in topic folders: benchmarks/README.md, issue 19). Such a
-mention boosts nothing, the next strongest mention of a folder of a kind still can, and the plan
-says which was passed over; without a boost the session planner carries the conversation's words
-instead (:mod:`.session_planner`).
+A folder *of a kind* (one of several siblings that hold children of the same names: every hotel
+folder has ``parking.md``; :mod:`cairn.retrieval.kinds`) is boosted when named: there the folder
+says which instance a page belongs to, which the page's own words often do not. A *topic* folder
+(``billing/`` beside ``support/``: its siblings hold none of its pages' names) whose name is an
+ordinary word of the tenant (pages outside it use the word too: ``NameMatch.spread``) is not: its
+pages say what they are about themselves, so a mention of it ("is stored data encrypted?", an
+assistant's reply that said "data") adds nothing the query's and the conversation's words do not,
+and ranking every page of it first put its unrelated pages over a better page elsewhere (measured on
+a handbook in topic folders: benchmarks/README.md, issue 19). Such a mention boosts nothing, the next
+strongest mention still can, and the plan says which was passed over; without a boost the session
+planner carries the conversation's words instead (:mod:`.session_planner`). A folder whose name no
+page outside it uses (a customer's folder of its own differently named documents) stays a name.
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ class Resolution:
         if self.topic:
             t = self.topic
             topic = (f"folder name {t.name!r} (said {t.said!r} in {where(t.seq)}) names a topic folder, "
-                     f"{', '.join(t.folders)}: not boosted, its pages say what they are about in their own words")
+                     f"{', '.join(t.folders)}, by a word pages outside it use too: not boosted, its pages say what "
+                     "they are about in their own words")
         if self.match:
             m = self.match
             return (
@@ -133,7 +136,7 @@ class FolderResolver:
                 passed.append((top.confidence * said.weight, top, said))
         topic: NameMatch | None = None
         for strength, top, said in sorted(passed, key=lambda p: -p[0]):  # stable: the earlier text first on a tie
-            if self.topics(top.folders) >= set(top.folders):
+            if top.spread > 0 and self.topics(top.folders) >= set(top.folders):
                 topic = topic or top
                 continue
             return Resolution(top, None, self.min_confidence, round(min(strength, 1.0), 4), said.role, topic)
@@ -141,7 +144,7 @@ class FolderResolver:
 
     def topics(self, folders: Sequence[str]) -> set[str]:
         """The topic folders among ``folders`` (:meth:`.names.FolderNames.topics`): a mention of one
-        boosts nothing (module doc)."""
+        by an ordinary word of the tenant boosts nothing (module doc)."""
         return self.names.topics(folders) if folders else set()
 
     def __call__(self, name: str, roots: list[str]) -> list[str]:
