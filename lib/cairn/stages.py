@@ -144,7 +144,7 @@ def retrieve(
     folders = folders if not typed_query.target_uris else ()
     # a boosted query compares its folder's matches with the rest: both searched on one scale (dense,
     # unless the caller asked for hybrid), so "good inside" means the same everywhere. Planners boost
-    # folders of a kind only (an entity whose name its pages do not all repeat: planning/scope.py)
+    # a folder that names an entity, never a topic folder named by an ordinary word (planning/scope.py)
     hybrid = request.hybrid if request.hybrid is not None else not folders
     # every type for a known user: the memories get a search of their own (retrieval/memories.py)
     own_memories = typed_query.context_type is None and not typed_query.target_uris and bool(request.user)

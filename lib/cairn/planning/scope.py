@@ -68,7 +68,7 @@ class Resolution:
     min_confidence: float
     strength: float = 0.0  # confidence × role weight × fade of the winning mention (0..1)
     role: str = "user"
-    topic: NameMatch | None = None  # a stronger mention that names topic folders only (not boosted)
+    topic: NameMatch | None = None  # a stronger mention of a topic folder by an ordinary word (not boosted)
 
     @property
     def folders(self) -> tuple[str, ...]:

@@ -5,7 +5,8 @@ holds ``manual.md`` and ``faq.md``, every customer folder ``contracts/``. There 
 a child belongs to, which the child's own words often do not. A folder whose siblings hold fewer
 than half of its children's names is a *topic* (``billing/`` beside ``support/``): its documents say what it is
 about themselves. Thinking mode lifts a folder's children with it only for folders of a kind
-(:mod:`.thinking`), and the planners boost folders of a kind only (:mod:`cairn.planning.scope`).
+(:mod:`.thinking`), and the planners pass over a topic folder named by an ordinary word of the tenant
+(:mod:`cairn.planning.scope`).
 
 The test is one fetch of record ids: for up to ``NAMES`` of the folder's children's names and up to
 ``SIBLINGS`` of its siblings, whether ``sibling/name`` is stored as a folder (L0), a file (L2) or a
