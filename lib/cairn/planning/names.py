@@ -35,7 +35,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from .. import uri as uris
 from ..models import Level
@@ -313,7 +313,7 @@ class FolderNames:
         writes = _write_count(self.store)
         with self._lock:
             cached = self._cache.get(key)
-            if cached and cached[2] == writes and now - cached[1] < self.ttl_s:
+            if self._fresh(cached, now, writes):
                 return cached[0]
         spread = self._spread(list(key)) if self.store.capabilities().keyword else None
         index = NameIndex(self._names(list(key)), stop_words=self.stop_words, spread=spread)
@@ -330,7 +330,7 @@ class FolderNames:
         now = time.monotonic()
         writes = _write_count(self.store)
         with self._lock:
-            known = {f: k[0] for f in folders if (k := self._kinds.get(f)) and k[2] == writes and now - k[1] < self.ttl_s}
+            known = {f: k[0] for f in folders if self._fresh(k := self._kinds.get(f), now, writes)}
         missing = [f for f in dict.fromkeys(folders) if f not in known]
         if missing:
             found = folder_kinds(self.store, self.tenant, self._probe(), missing)
@@ -339,6 +339,11 @@ class FolderNames:
                     known[f] = found.get(f, True)
                     self._kinds[f] = (known[f], now, writes)
         return {f for f in folders if not known[f]}
+
+    def _fresh(self, entry: tuple[Any, float, int] | None, now: float, writes: int) -> TypeGuard[tuple[Any, float, int]]:
+        """Whether a kept ``(value, made at, store writes then)`` still holds: this process has not
+        written to the store since, and it is younger than ``ttl_s`` (writes by other processes)."""
+        return entry is not None and entry[2] == writes and now - entry[1] < self.ttl_s
 
     def _probe(self) -> list[float]:
         return [1.0 / math.sqrt(self.store.dimension)] * self.store.dimension  # any vector: a filter picks the records

@@ -195,9 +195,9 @@ class KeywordIndex:
         rows it keeps."""
         live = self.owner >= 0  # replaced or deleted rows count for nothing (their lengths are 0)
         if within is not None:
-            live &= within[: len(live)]
+            live &= within
         n = int(np.count_nonzero(live))
-        total = (float(self.lengths.sum()) if within is None else float(self.lengths[live].sum())) if n else 0.0
+        total = float(self.lengths.sum() if within is None else self.lengths[live].sum())
         if not n or total <= 0:
             return None
         avgdl = total / n
