@@ -62,6 +62,9 @@ class RetrieveOutput(BaseModel):
     # the best score of the query's own vector over what it may search, before thinking mode's
     # feedback moves it or a boost reorders it (one quick search): typed queries compare on it
     raw_best: float | None = None
+    # the query's own vector's best matches there (URI, raw score), best first, ``BACKGROUND_RANK``
+    # at most: the last is the query's background; a plan's typed queries compare on them
+    raw_matches: list[tuple[str, float]] = Field(default_factory=list)
 
 
 def plan(request: FindRequest, planner: Planner | None = None, session: SessionView | None = None) -> QueryPlan:
@@ -170,22 +173,23 @@ def retrieve(
     raw_scores = _raw_scores(typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight,
                              trace, moved=request.mode == "thinking" or bool(folders), hand_on=hand_on,
                              background=own_memories)
-    raw = max(raw_scores, default=0.0)
+    raw = raw_scores[0][1] if raw_scores else 0.0
     if own_memories and request.user:
-        candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, raw_scores, request,
-                                                store, tenant, hybrid, weight, threshold, trace)
+        candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, [s for _, s in raw_scores],
+                                                request, store, tenant, hybrid, weight, threshold, trace)
     trace.events[:0] = gate.events
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
-    return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace, raw_best=raw)
+    return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace, raw_best=raw,
+                          raw_matches=raw_scores[:BACKGROUND_RANK])
 
 
 def _raw_scores(
     text: str, vector: list[float], roots: list[str], candidates: list[Candidate], request: FindRequest,
     store: VectorStore, tenant: str, hybrid: bool, weight: float | None, trace: ThinkingTrace, *, moved: bool,
     hand_on: int, background: bool,
-) -> list[float]:
-    """The raw scores of the query's own vector under ``roots``, best first (their best is
-    ``RetrieveOutput.raw_best``; the first ``BACKGROUND_RANK`` give the memories' background):
+) -> list[tuple[str, float]]:
+    """The raw scores of the query's own vector under ``roots`` with their URIs, best first (their
+    best is ``RetrieveOutput.raw_best``; the first ``BACKGROUND_RANK`` give the query's background):
     the candidates' own in an unboosted quick search, else one quick search of ``BACKGROUND_RANK``;
     with ``background`` (the user's memories will be compared) also when the limit cut the
     candidates to fewer than that."""
@@ -193,12 +197,12 @@ def _raw_scores(
         return []
     short = background and BACKGROUND_RANK > len(candidates) == hand_on  # cut by the limit before the background
     if not moved and not short:
-        return sorted((finite(c.score) for c in candidates), reverse=True)
+        return sorted(((c.record.uri, finite(c.score)) for c in candidates), key=lambda m: -m[1])
     ref, ref_trace = quick_search(store, tenant, vector, roots, BACKGROUND_RANK, request.filter, text if hybrid else None,
                                   request.collapse_chunks, weight)
     trace.stats.vector_calls += ref_trace.stats.vector_calls
-    scores = sorted((finite(c.score) for c in ref), reverse=True)
-    raw = scores[0] if scores else 0.0
+    scores = sorted(((c.record.uri, finite(c.score)) for c in ref), key=lambda m: -m[1])
+    raw = scores[0][1] if scores else 0.0
     searched = next((e.detail for e in ref_trace.events if e.kind == "global_search"), "")
     trace.add("global_search", score=round(raw, 4), detail=f"raw best {raw:.3f} of the query's own vector ({searched})")
     return scores
@@ -297,16 +301,46 @@ def _rescore_all(outputs: list[RetrieveOutput], reranker: Reranker | None, hotne
         return list(pool.map(lambda out: _rescore(out, reranker, hotness_weight, language), outputs))
 
 
-def weaker_context(out: RetrieveOutput, outputs: list[RetrieveOutput]) -> bool:
-    """Whether ``out`` is a weighted typed query whose raw best is no better than a full-weight
-    typed query's of the same plan. Adding the previous turn's words to a turn that moved on to a
-    new topic makes its best match weaker (the words pull toward two topics at once), while a
-    follow-up ("what about the fee?") matches better with what it follows; so the conversation's
-    words count only when they help the best match (measured: benchmarks/README.md, issue 19)."""
+# The conversation's words also count when the turn alone finds something else (the carried
+# query's best is under ``SHARED_BEST`` of the way from the turn's background to its best) only if
+# they lift the best match by ``CARRIED_LIFT`` of the turn's own margin over its background
+# (measured with two embedders: benchmarks/README.md, issue 19, session 11)
+CARRIED_LIFT = 0.25
+SHARED_BEST = 0.5
+
+
+def context_left_out(out: RetrieveOutput, outputs: list[RetrieveOutput]) -> str | None:
+    """Why ``out``, a weighted typed query (the turn with the conversation's words,
+    :mod:`.planning.session_planner`), is left out of the merge, or None when it counts. Adding the
+    previous turn's words to a turn that moved on to a new topic makes its best match weaker (the
+    words pull toward two topics at once), while a follow-up ("what about the fee?") matches better
+    with what it follows; so the words count only when they help the best match. A turn that moved
+    on can still match slightly better with the old topic's words when those find the old topic's
+    page (the previous turn's answer) and the turn alone ranks that page at its background; such a
+    lift must be clear (:data:`CARRIED_LIFT`) unless the turn itself rates that page
+    (:data:`SHARED_BEST`). Full-weight queries, and states without raw scores, always count."""
     if out.query.weight >= 1.0 or out.raw_best is None:
-        return False
-    own = [o.raw_best for o in outputs if o.query.weight >= 1.0 and o.raw_best is not None and o.failure is None]
-    return bool(own) and out.raw_best <= max(own)
+        return None
+    own = [o for o in outputs if o.query.weight >= 1.0 and o.raw_best is not None and o.failure is None]
+    if not own:
+        return None
+    turn = max(own, key=lambda o: o.raw_best or 0.0)
+    best = turn.raw_best or 0.0
+    if out.raw_best <= best:
+        return f"with the conversation's words the best match scores {out.raw_best:.3f}, no better than the turn alone ({best:.3f})"
+    background = background_of([s for _, s in turn.raw_matches])
+    if background is None or best <= background or not out.raw_matches:
+        return None
+    span = best - background
+    lift = (out.raw_best - best) / span
+    top = out.raw_matches[0][0]
+    own_score = dict(turn.raw_matches).get(top)
+    shared = -1.0 if own_score is None else (own_score - background) / span  # not among the turn's: under its background
+    if lift >= CARRIED_LIFT or shared >= SHARED_BEST:
+        return None
+    return (f"with the conversation's words the best match, {top}, scores {out.raw_best:.3f}: {lift:.2f} of the turn's margin "
+            f"over its background above the turn's best ({best:.3f} over {background:.3f}), under {CARRIED_LIFT}, and the turn "
+            f"alone ranks it {'at its background' if shared < 0 else f'{shared:.2f} of the way'}, under {SHARED_BEST}")
 
 
 def merge_factor(out: RetrieveOutput, matches: list[MatchedContext], listed: list[tuple[RetrieveOutput, list[MatchedContext]]]) -> float:
@@ -363,7 +397,7 @@ def rerank(
     type and typed query, merge the typed queries (each URI at its best score times its typed
     query's ``weight``), and bucket by context type, ``limit`` per bucket. A weighted typed query
     (the turn with the conversation's words, :mod:`.planning.session_planner`) whose raw best does
-    not beat the full-weight query's is left out (:func:`weaker_context`). ``language``: the
+    not beat the full-weight query's clearly is left out (:func:`context_left_out`). ``language``: the
     tenant's fixed one (None: detected), for a reranker that reads the embedder's cosines."""
     threshold = threshold if request.score_threshold is None else request.score_threshold
     result = FindResult(query_plan=plan_)
@@ -371,9 +405,8 @@ def rerank(
     listed: list[tuple[RetrieveOutput, list[MatchedContext]]] = []
     memories: dict[str, Candidate] = {}  # the memories matched, by display URI (what they are: fact or episode)
     for out, rescored in zip(outputs, _rescore_all(outputs, reranker, hotness_weight, language)):
-        if weaker_context(out, outputs):
-            out.trace.add("exclude", detail=f"with the conversation's words the best match scores {out.raw_best:.3f}, no better "
-                          "than the turn alone: the turn has moved on, its own matches answer it")
+        if (why := context_left_out(out, outputs)) is not None:
+            out.trace.add("exclude", detail=f"{why}: the turn has moved on, its own matches answer it")
             rescored = []
         kept = per_type(dedupe_by_uri(above_threshold(rescored, threshold), request.collapse_chunks), request.limit)
         out.trace.stats.candidates_excluded += len(out.candidates) - len(kept)

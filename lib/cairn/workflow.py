@@ -170,7 +170,7 @@ def compact(out: RetrieveOutput, budget: int = RETRIEVE_OUTPUT_BUDGET) -> Retrie
         dropped = len(trace.events) - MAX_TRACE_EVENTS
         trace.events = trace.events[:MAX_TRACE_EVENTS]
         trace.add("fallback", detail=f"trace cut for transport: {dropped} events dropped")
-    slim = RetrieveOutput(query=out.query, candidates=list(out.candidates), trace=trace, raw_best=out.raw_best)
+    slim = out.model_copy(update={"candidates": list(out.candidates), "trace": trace})
     if state_size(slim) <= budget or not out.candidates:
         return slim
     ranked = sorted(out.candidates, key=lambda c: -c.score)
@@ -182,7 +182,7 @@ def compact(out: RetrieveOutput, budget: int = RETRIEVE_OUTPUT_BUDGET) -> Retrie
             break
         kept.append(c)
     trace.add("fallback", detail=f"{len(out.candidates) - len(kept)} lowest-scored candidates dropped to fit the state size limit")
-    return RetrieveOutput(query=out.query, candidates=kept, trace=trace, raw_best=out.raw_best)
+    return out.model_copy(update={"candidates": kept, "trace": trace})
 
 
 def hydrate(outputs: list[RetrieveOutput], store: Any, tenant: str, *, vectors: bool = False) -> list[RetrieveOutput]:

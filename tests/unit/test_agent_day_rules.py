@@ -132,22 +132,47 @@ def test_a_query_too_short_to_tell_from_noise_has_no_semantic_evidence(monkeypat
     assert "fewer than 5 letters" in trace.events[-1].detail
 
 
-def _out(query: str, weight: float, raw_best: float | None):
+def _out(query: str, weight: float, raw_best: float | None, matches: list[tuple[str, float]] | None = None):
     from cairn.models import TypedQuery
     from cairn.stages import RetrieveOutput
 
-    return RetrieveOutput(query=TypedQuery(query=query, weight=weight), raw_best=raw_best)
+    return RetrieveOutput(query=TypedQuery(query=query, weight=weight), raw_best=raw_best, raw_matches=matches or [])
 
 
 def test_the_conversations_words_count_only_when_they_help_the_best_match():
-    from cairn.stages import weaker_context
+    from cairn.stages import context_left_out
 
     turn, moved_on = _out("what's the refund window?", 1.0, 0.50), _out("do you charge VAT? what's the refund window?", 0.9, 0.48)
-    assert weaker_context(moved_on, [turn, moved_on])  # the previous turn's words made the best match weaker
+    assert context_left_out(moved_on, [turn, moved_on])  # the previous turn's words made the best match weaker
     follow_up = _out("I was charged twice. how long does it take?", 0.9, 0.63)
-    assert not weaker_context(follow_up, [turn, follow_up])  # a follow-up matches better with what it follows
-    assert not weaker_context(turn, [turn, moved_on])  # the turn itself always counts
-    assert not weaker_context(_out("x", 0.9, None), [turn])  # no raw score (an older state): kept as before
+    assert context_left_out(follow_up, [turn, follow_up]) is None  # a follow-up matches better with what it follows
+    assert context_left_out(turn, [turn, moved_on]) is None  # the turn itself always counts
+    assert context_left_out(_out("x", 0.9, None), [turn]) is None  # no raw score (an older state): kept as before
+
+
+def _ranked(best: float, background: float, top: str) -> list[tuple[str, float]]:
+    """Ten raw matches from ``best`` (``top``) down to ``background``."""
+    step = (best - background) / 9
+    return [(top, best)] + [(f"cairn://resources/kb/p{i}.md", round(best - i * step, 4)) for i in range(1, 10)]
+
+
+def test_a_slight_lift_toward_a_page_the_turn_does_not_rate_is_the_old_topic_not_the_turn():
+    """"can I protect my login better?" after "the reset link never came": the previous turn's
+    words find the password page a little better than the turn finds its own best page, but the
+    turn alone ranks the password page at its background: the turn has moved on."""
+    from cairn.stages import context_left_out
+
+    turn = _out("can I protect my login better?", 1.0, 0.54, _ranked(0.54, 0.16, "cairn://resources/kb/sso.md"))
+    old_topic = _out("the reset link never came. can I protect my login better?", 0.8, 0.59,
+                     _ranked(0.59, 0.20, "cairn://resources/kb/password.md"))
+    why = context_left_out(old_topic, [turn, old_topic])
+    assert why and "password.md" in why and "background" in why
+    # the same small lift toward a page the turn itself rates well: a refinement, it counts
+    refined = _out("...", 0.8, 0.59, _ranked(0.59, 0.20, "cairn://resources/kb/p2.md"))
+    assert context_left_out(refined, [turn, refined]) is None
+    # a clear lift (a vague follow-up: "is that on our plan?") counts whatever the turn rates
+    clear = _out("...", 0.8, 0.70, _ranked(0.70, 0.20, "cairn://resources/kb/password.md"))
+    assert context_left_out(clear, [turn, clear]) is None
 
 
 def test_the_carried_querys_matches_are_put_on_the_turns_scale_by_their_raw_bests():
