@@ -422,6 +422,8 @@ def test_retrieve_output_travels_without_vectors(tasks):
     out = RetrieveOutput.model_validate(tasks["retrieve"].handler(event("retrieve.json")))
     assert out.candidates and all(c.record.vector is None for c in out.candidates)
     assert out.candidates[0].record.uri == REFUNDS
+    # the raw matches the Rerank task weighs a conversation-carrying query by travel with them
+    assert out.raw_matches and out.raw_matches[0][0] == REFUNDS and out.raw_matches[0][1] == out.raw_best
 
 
 def test_rerank_sample_event_gives_a_find_result(tasks):
@@ -491,12 +493,13 @@ def test_compact_keeps_every_candidate_at_limit_100_and_drops_only_past_the_budg
     def fat(n: int) -> RetrieveOutput:
         big = [leaf.model_copy(update={"score": 1 - i / 1000, "record": leaf.record.model_copy(
             update={"uri": f"{leaf.record.uri}-{i}", "text": "word " * 1600, "vector": [0.1] * 384})}) for i in range(n)]
-        return RetrieveOutput(query=out.query, candidates=big, trace=out.trace)
+        return out.model_copy(update={"candidates": big})
 
     slim = compact(fat(200))  # limit 100 with a reranker after it: 200 candidates, texts of 8,000 characters
     assert len(slim.candidates) == 200 and state_size(slim) <= RETRIEVE_OUTPUT_BUDGET
     slim = compact(fat(200), budget=10_000)  # a budget the references cannot meet: the best are kept, the trace says so
     assert 0 < len(slim.candidates) < 200 and slim.candidates[0].score == 1.0
+    assert slim.raw_matches == out.raw_matches and slim.raw_best == out.raw_best  # what rerank compares on is never cut
     assert "lowest-scored candidates dropped" in slim.trace.events[-1].detail
 
 
