@@ -301,10 +301,9 @@ def _rescore_all(outputs: list[RetrieveOutput], reranker: Reranker | None, hotne
         return list(pool.map(lambda out: _rescore(out, reranker, hotness_weight, language), outputs))
 
 
-# The conversation's words also count when the turn alone finds something else (the carried
-# query's best is under ``SHARED_BEST`` of the way from the turn's background to its best) only if
-# they lift the best match by ``CARRIED_LIFT`` of the turn's own margin over its background
-# (measured with two embedders: benchmarks/README.md, issue 19, session 11)
+# A carried query whose best page the turn alone rates under ``SHARED_BEST`` of the way from its
+# background to its best counts only if it lifts the best match by ``CARRIED_LIFT`` of that margin
+# (chosen on both embedders' per-turn figures: benchmarks/README.md, issue 19, session 11)
 CARRIED_LIFT = 0.25
 SHARED_BEST = 0.5
 
@@ -334,13 +333,14 @@ def context_left_out(out: RetrieveOutput, outputs: list[RetrieveOutput]) -> str 
     span = best - background
     lift = (out.raw_best - best) / span
     top = out.raw_matches[0][0]
-    own_score = dict(turn.raw_matches).get(top)
+    own_score = {document_key(uri): s for uri, s in reversed(turn.raw_matches)}.get(document_key(top))  # any chunk of the page
     shared = -1.0 if own_score is None else (own_score - background) / span  # not among the turn's: under its background
     if lift >= CARRIED_LIFT or shared >= SHARED_BEST:
         return None
     return (f"with the conversation's words the best match, {top}, scores {out.raw_best:.3f}: {lift:.2f} of the turn's margin "
             f"over its background above the turn's best ({best:.3f} over {background:.3f}), under {CARRIED_LIFT}, and the turn "
-            f"alone ranks it {'at its background' if shared < 0 else f'{shared:.2f} of the way'}, under {SHARED_BEST}")
+            f"alone rates it {'under its background' if shared < 0 else f'{shared:.2f} of the way from its background to its best'}, "
+            f"under {SHARED_BEST}")
 
 
 def merge_factor(out: RetrieveOutput, matches: list[MatchedContext], listed: list[tuple[RetrieveOutput, list[MatchedContext]]]) -> float:

@@ -175,7 +175,7 @@ def compact(out: RetrieveOutput, budget: int = RETRIEVE_OUTPUT_BUDGET) -> Retrie
         return slim
     ranked = sorted(out.candidates, key=lambda c: -c.score)
     kept: list[Candidate] = []
-    used = state_size(RetrieveOutput(query=out.query, trace=trace)) + 200  # room for the note below
+    used = state_size(out.model_copy(update={"candidates": [], "trace": trace})) + 200  # room for the note below
     for c in ranked:
         used += state_size(RetrieveOutput(query=out.query, candidates=[c])) - state_size(RetrieveOutput(query=out.query)) + 1
         if used > budget:

@@ -170,6 +170,9 @@ def test_a_slight_lift_toward_a_page_the_turn_does_not_rate_is_the_old_topic_not
     # the same small lift toward a page the turn itself rates well: a refinement, it counts
     refined = _out("...", 0.8, 0.59, _ranked(0.59, 0.20, "cairn://resources/kb/p2.md"))
     assert context_left_out(refined, [turn, refined]) is None
+    # the page is the turn's too when the turn found it by another of its chunks
+    chunked = _out("...", 0.8, 0.59, _ranked(0.59, 0.20, "cairn://resources/kb/p2.md#3"))
+    assert context_left_out(chunked, [turn, chunked]) is None
     # a clear lift (a vague follow-up: "is that on our plan?") counts whatever the turn rates
     clear = _out("...", 0.8, 0.70, _ranked(0.70, 0.20, "cairn://resources/kb/password.md"))
     assert context_left_out(clear, [turn, clear]) is None
