@@ -33,7 +33,12 @@ def svc(tmp_path, embedder):
     ingest.ingest([Document(path, text, title=path[-1]) for path, text in HANDBOOK.items()], KB)
     ingest.ingest([Document((hotel, page), text.format(f"{hotel} has its own rules"), title=page)
                    for hotel in ("grand-hotel", "river-inn") for page, text in HOTEL_PAGES.items()], HOTELS)
-    planner = SessionRewritePlanner(resolver=FolderResolver(store, "t", embedder), roots=lambda ct: roots_for(ct, (), None))
+    return _service(store, embedder, FolderResolver(store, "t", embedder), tmp_path)
+
+
+def _service(store, embedder, resolver, tmp_path):
+    """What `cairn serve` runs without an LLM: the session planner with the folder-name resolver."""
+    planner = SessionRewritePlanner(resolver=resolver, roots=lambda ct: roots_for(ct, (), None))
     return Cairn(store, embedder, "t", planner=planner, sessions=open_session_store("sqlite", path=tmp_path / "s.db"))
 
 
@@ -88,8 +93,7 @@ def test_a_customer_folder_of_its_own_pages_is_boosted_when_its_name_is_a_name(t
     Ingestor(store, embedder, "t").ingest([Document(p, text, title=p[-1]) for p, text in CRM.items()], "cairn://resources/crm")
     resolver = FolderResolver(store, "t", embedder)
     assert resolver.topics(["cairn://resources/crm/acme"]) == {"cairn://resources/crm/acme"}
-    planner = SessionRewritePlanner(resolver=resolver, roots=lambda ct: roots_for(ct, (), None))
-    svc = Cairn(store, embedder, "t", planner=planner, sessions=open_session_store("sqlite", path=tmp_path / "s.db"))
+    svc = _service(store, embedder, resolver, tmp_path)
     s = svc.sessions.create("t")
     for role, text in (("user", "We're reviewing the Acme account today."), ("assistant", "Sure, what do you need?"),
                        ("user", "Who ran their kick-off?"), ("assistant", "The kick-off was in March.")):
