@@ -26,6 +26,11 @@ in an earlier chat ("we're a registered charity") is a memory in the next.
 Also: 1,000 random strings (``cairn.retrieval.evidence.random_strings``, a seed of its own) asked
 with ``find`` and ``search``: how many get any result (the target is none).
 
+A second set, ``staff`` (``benchmarks/agent_day/staff/`` and ``staff_conversations.json``: a staff
+handbook of 18 pages in topic folders named by words only their own pages use, three employees'
+chats, 37 judged turns and 5 memory turns), is played the same way on a server of its own and
+reported under ``staff``; the top-level figures are the help centre's.
+
     python -m benchmarks.run agent_day
 """
 
@@ -55,9 +60,14 @@ NOISE = 1000
 CONTEXT_BUDGET = 300
 
 
-def load() -> tuple[list[dict], dict]:
-    docs = [{"path": str(p.relative_to(HERE / "kb")), "text": p.read_text()} for p in sorted((HERE / "kb").rglob("*.md"))]
-    return docs, json.loads((HERE / "conversations.json").read_text())
+# each set: (its pages' folder, its chats) under benchmarks/agent_day/; every set is played on a fresh home
+SETS = {"helpdesk": ("kb", "conversations.json"), "staff": ("staff", "staff_conversations.json")}
+
+
+def load(name: str = "helpdesk") -> tuple[list[dict], dict]:
+    pages, chats = SETS[name]
+    docs = [{"path": str(p.relative_to(HERE / pages)), "text": p.read_text()} for p in sorted((HERE / pages).rglob("*.md"))]
+    return docs, json.loads((HERE / chats).read_text())
 
 
 def page_of(uri: str) -> str | None:
@@ -224,7 +234,17 @@ def noise(client: CairnClient, n: int = NOISE) -> dict[str, int]:
 
 
 def run(data: Path, limit_queries: int | None = None) -> dict:
-    docs, script = load()
+    """The help centre's chats (the top-level figures, and the random strings) and the staff
+    handbook's (``staff``: topic folders whose names only their own pages use), each through a
+    `cairn serve` of its own on a fresh home."""
+    out = _run_set("helpdesk", limit_queries, with_noise=True)
+    out["staff"] = _run_set("staff", limit_queries)
+    out["machine"] = f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    return out
+
+
+def _run_set(name: str, limit_queries: int | None, with_noise: bool = False) -> dict:
+    docs, script = load(name)
     if limit_queries:
         script = {**script, "conversations": script["conversations"][: max(1, limit_queries // 15)]}
     with tempfile.TemporaryDirectory() as tmp:
@@ -237,10 +257,10 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
                         client.remember(text, category, user=user, key=key)
                 client.find("warm up")
                 out = play(client, script, Bm25(docs))
-                out["noise"] = noise(client)
+                if with_noise:
+                    out["noise"] = noise(client)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
     out["pages"] = len(docs)
-    out["machine"] = f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
     return out

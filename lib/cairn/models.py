@@ -47,6 +47,10 @@ class TypedQuery(_Frozen):
     # higher by up to ``boost`` (0..1: how sure the planner is); the rest of the tenant still competes.
     boost_uris: tuple[str, ...] = ()
     boost: float = Field(default=0.0, ge=0.0, le=1.0)
+    # a match inside ``boost_uris`` ranks first when it scores at least this share of the way from the
+    # query's background (its 10th match) to its best match anywhere (None: retrieval's default,
+    # :data:`cairn.retrieval.boost.GOOD_RATIO` of the best; planners set it for topic folders)
+    boost_good: float | None = Field(default=None, ge=0.0, le=1.0)
     # how much this typed query's scores count when its matches are merged with the plan's others
     weight: float = Field(default=1.0, gt=0.0, le=1.0)
 

@@ -162,6 +162,7 @@ def retrieve(
                                 narrowed=False, dense_weight=weight)
     if uncovered is not None:
         trace.events.insert(0, _uncovered_event(embedder, store, uncovered, weight))
+    inside: list[Candidate] = []
     if folders:
         inside_hybrid = (request.hybrid if request.hybrid is not None else False) or uncovered is not None
         inside, inside_trace = _search(typed_query.query, vector, list(folders), request, store, tenant, thinking, hand_on,
@@ -169,10 +170,14 @@ def retrieve(
         trace.events += inside_trace.events
         trace.stats.vector_calls += inside_trace.stats.vector_calls
         trace.stats.rounds += inside_trace.stats.rounds
-        candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace)
-    raw_scores = _raw_scores(typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight,
-                             trace, moved=request.mode == "thinking" or bool(folders), hand_on=hand_on,
-                             background=own_memories)
+    # the query's own raw scores (a boosted query's are searched apart: its merged scores are moved);
+    # a topic folder's boost measures its matches against their background (retrieval/boost.py)
+    raw_scores = _raw_scores(typed_query.query, vector, search_roots, candidates or inside, request,
+                             store, tenant, hybrid, weight, trace, moved=request.mode == "thinking" or bool(folders),
+                             hand_on=hand_on, background=own_memories)
+    if folders:
+        candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace, typed_query.boost_good,
+                                   background_of([s for _, s in raw_scores]))
     raw = raw_scores[0][1] if raw_scores else 0.0
     if own_memories and request.user:
         candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, [s for _, s in raw_scores],

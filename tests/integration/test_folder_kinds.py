@@ -102,3 +102,38 @@ def test_a_customer_folder_of_its_own_pages_is_boosted_when_its_name_is_a_name(t
     assert res.query_plan.queries[0].boost_uris == ("cairn://resources/crm/acme",)
     pages = [m.uri for m in res.resources if "/." not in m.uri]  # folders' summaries left out
     assert pages[0] == "cairn://resources/crm/acme/contract-2023.md"
+
+
+OFFICE = {  # topic folders whose names no page outside them uses ("office" is said only in office/)
+    ("office", "parking.md"): "The office garage has 40 spaces. Electric cars charge at six chargers on level -1.",
+    ("office", "canteen.md"): "The canteen serves lunch from 11:30 to 14:00, with a vegetarian dish every day.",
+    ("it", "laptop.md"): "A lost or stolen laptop must be reported to the IT helpdesk on extension 4400 within 24 hours.",
+    ("it", "vpn.md"): "Internal systems are reached through the WireGuard VPN; it disconnects after 12 hours.",
+    ("people", "leave.md"): "Full-time employees get 28 days of paid annual leave per year.",
+    ("people", "sick.md"): "If you are ill, tell your manager before 10:00 on the first day.",
+}
+
+
+def test_a_topic_named_earlier_does_not_hold_a_chat_that_moved_on(tmp_path, embedder):
+    # "office" names office/ (no page outside uses the word); two turns later the user asks about a
+    # stolen laptop, then "who do I call?": the office pages must not rank first, and the follow-up
+    # is searched with what it follows
+    store = LocalVectorStore(tmp_path / "store", dimension=embedder.dimension)
+    Ingestor(store, embedder, "t").ingest([Document(p, text, title=p[-1]) for p, text in OFFICE.items()], "cairn://resources/hb")
+    svc = _service(store, embedder, FolderResolver(store, "t", embedder), tmp_path)
+    s = svc.sessions.create("t")
+    first = svc.search("where can I plug in my electric car at the office?", session_id=s.id, limit=3)
+    assert first.query_plan.queries[0].boost_uris == ("cairn://resources/hb/office",)  # said in the query: a name
+    assert first.resources[0].uri == "cairn://resources/hb/office/parking.md"
+    svc.sessions.append("t", s.id, "user", "where can I plug in my electric car at the office?")
+    svc.sessions.append("t", s.id, "assistant", "At the chargers on level -1.")
+    pages = lambda res: [m.uri for m in res.resources if "/." not in m.uri]  # noqa: E731 - folders' summaries left out
+    moved = svc.search("my laptop got stolen on the train", session_id=s.id, limit=3)
+    assert moved.query_plan.queries[0].boost_good is not None and "a topic folder: first only" in moved.query_plan.reasoning
+    assert len(moved.query_plan.queries) == 2  # named earlier: also searched with the previous user turn
+    assert pages(moved)[0] == "cairn://resources/hb/it/laptop.md"
+    svc.sessions.append("t", s.id, "user", "my laptop got stolen on the train")
+    svc.sessions.append("t", s.id, "assistant", "Sorry to hear that.")
+    follow = svc.search("who do I call?", session_id=s.id, limit=3)
+    assert any(q.query.startswith("my laptop got stolen") for q in follow.query_plan.queries)  # carried
+    assert pages(follow)[0] == "cairn://resources/hb/it/laptop.md"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cairn.models import Candidate, ContextRecord, ThinkingTrace
 from cairn.retrieval import evidence
-from cairn.retrieval.boost import merge_boosted
+from cairn.retrieval.boost import TOPIC_GOOD_RATIO, merge_boosted
 from cairn.retrieval.evidence import random_strings, reads_as_language
 from cairn.memory.archive import asks_only
 from cairn.retrieval.memories import lifted, questions_under_facts, relevant
@@ -50,6 +50,26 @@ def test_a_boosted_folder_with_nothing_good_leaves_the_whole_tenants_order():
     out = merge_boosted(everywhere, [_c("cairn://resources/eng/on-call.md", 0.2)], ("cairn://resources/eng",), 1.0, 10, trace)
     assert [c.uri for c in out] == ["cairn://resources/faq/paypal.md", "cairn://resources/eng/on-call.md"]
     assert trace.events[-1].kind == "fallback" and "whole tenant" in trace.events[-1].detail
+
+
+def test_a_topic_folders_match_leads_only_when_nearly_as_good_as_the_best_on_any_score_scale():
+    # a topic folder named earlier in the chat (TOPIC_GOOD_RATIO: 0.8 of the way from the query's
+    # background to its best): its match far under the best elsewhere does not rank first, one
+    # nearly as good does; the same on a wide score scale and on a narrow high one (0.75 + 0.2 x)
+    office = ("cairn://resources/hb/office",)
+    for scale in (lambda x: x, lambda x: 0.75 + 0.2 * x):
+        others = [_c(f"cairn://resources/hb/people/p{n}.md", scale(0.10 - 0.005 * n)) for n in range(10)]
+        laptop = _c("cairn://resources/hb/it/laptop.md", scale(0.36))
+        far = [laptop, _c("cairn://resources/hb/office/parking.md", scale(0.123)), *others]
+        trace = ThinkingTrace()
+        out = merge_boosted(far, [], office, 0.64, 10, trace, good_ratio=TOPIC_GOOD_RATIO)
+        assert out[0].uri == laptop.uri and trace.events[-1].kind == "fallback"
+        assert "of the way from its background" in trace.events[-1].detail
+        near = [laptop, _c("cairn://resources/hb/office/parking.md", scale(0.33)), *others]
+        out = merge_boosted(near, [], office, 0.64, 10, ThinkingTrace(), good_ratio=TOPIC_GOOD_RATIO)
+        assert out[0].uri == "cairn://resources/hb/office/parking.md"
+        # a folder of a kind (GOOD_RATIO: 0.3 of the best): its far match still leads (one hotel's page)
+        assert merge_boosted(far, [], office, 0.64, 10, ThinkingTrace())[0].uri == "cairn://resources/hb/office/parking.md"
 
 
 def test_a_memory_is_kept_only_when_as_relevant_as_the_other_matches():

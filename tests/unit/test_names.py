@@ -5,6 +5,7 @@ import pytest
 
 from cairn.planning.names import NameIndex, normalise
 from cairn.planning.scope import FolderResolver, Said
+from cairn.retrieval.boost import TOPIC_GOOD_RATIO
 from cairn.vectorstores.fusion import fuse
 
 pytestmark = pytest.mark.unit
@@ -123,16 +124,33 @@ def test_a_topic_folder_named_by_an_ordinary_word_boosts_nothing_and_a_weaker_me
     lensfield = best(index, "the lensfield").folders[0]
     texts = [Said(0, "and parking?"), Said(4, "lensfield it is", "user", 1),
              Said(2, "what about the acorn guest house", "user", 3)]
-    res = FolderResolver(None, "t", names=_Names(index, frozenset({lensfield}))).resolve(texts, [R])
-    alone = FolderResolver(None, "t", names=_Names(index, frozenset({lensfield}))).resolve(texts[:2], [R])
+    resolver = FolderResolver(None, "t", names=_Names(index, frozenset({lensfield})))
+    res = resolver.resolve(texts, [R])
+    alone = resolver.resolve(texts[:2], [R])
     if not spread:
         assert res.folders == alone.folders == (lensfield,) and res.topic is None
+        # a topic folder: first only where its match is nearly as good as the best; the plan says so
+        assert res.boost["boost_good"] == TOPIC_GOOD_RATIO and "a topic folder: first only" in res.explain()
+        assert res.earlier_topic  # named in an earlier message: the turn may have moved on
+        asked = resolver.resolve([Said(0, "parking at the lensfield?")], [R])
+        assert asked.folders == (lensfield,) and asked.topic_folder and not asked.earlier_topic
         return
     assert res.folders != (lensfield,) and res.match is not None  # the older mention of a hotel wins
     assert res.topic is not None and res.topic.folders == (lensfield,)
     assert "names a topic folder" in res.explain() and res.explain().startswith("boosted")
     assert alone.match is None and alone.folders == ()
     assert alone.explain().startswith("no folder boosted: folder name") and "topic folder" in alone.explain()
+
+
+def test_a_topic_folder_is_weaker_evidence_than_a_folder_of_a_kind():
+    index = NameIndex(tree(), spread=lambda word, folders: 0.0)
+    lensfield = best(index, "the lensfield").folders[0]
+    moved_on = [Said(0, "my laptop was stolen, who do I call?"), Said(6, "parking at the lensfield?", "user", 2)]
+    as_topic = FolderResolver(None, "t", names=_Names(index, frozenset({lensfield}))).resolve(moved_on, [R])
+    as_entity = FolderResolver(None, "t", names=_Names(index)).resolve(moved_on, [R])  # one of a kind
+    assert as_topic.folders == as_entity.folders == (lensfield,)
+    assert as_topic.earlier_topic and not as_entity.earlier_topic
+    assert as_topic.boost["boost_good"] == TOPIC_GOOD_RATIO and "boost_good" not in as_entity.boost  # GOOD_RATIO
 
 
 def test_fusion_keeps_dense_scores_on_their_scale_and_gives_unknown_words_no_bonus():

@@ -26,8 +26,18 @@ assistant's reply that said "data") adds nothing the query's and the conversatio
 and ranking every page of it first put its unrelated pages over a better page elsewhere (measured on
 a handbook in topic folders: benchmarks/README.md, issue 19). Such a mention boosts nothing, the next
 strongest mention still can, and the plan says which was passed over; without a boost the session
-planner carries the conversation's words instead (:mod:`.session_planner`). A folder whose name no
-page outside it uses (a customer's folder of its own differently named documents) stays a name.
+planner carries the conversation's words instead (:mod:`.session_planner`). A topic folder whose name
+no page outside it uses (a customer's folder of its own differently named documents, a handbook's
+``office/``) stays a name, as weaker evidence than an entity of a kind: its matches rank first only
+where they are about as good as the best anywhere (``TypedQuery.boost_good``,
+:data:`cairn.retrieval.boost.TOPIC_GOOD_RATIO`), so the name decides between comparable answers
+("what are the payment terms?" after naming a customer) and does not override a clearly better one
+("my laptop was stolen" two turns after a question about the office car park; "what's the home
+office allowance?" asks about working from home). Said in an earlier message, not in the turn, it
+may name a topic the chat has moved on from, so the turn is also searched with the previous user
+turn (:mod:`.session_planner`). Before, such a mention held the next turns to the old folder: a
+handbook chat that named ``office/`` for a parking question ranked the office pages first for "my
+laptop was stolen" and answered nothing to "who do I call?".
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..models import ContextType, QueryPlan
+from ..retrieval.boost import TOPIC_GOOD_RATIO
 from ..vectorstores import VectorStore
 from .names import DEFAULT_MIN_CONFIDENCE, FolderNames, NameMatch
 
@@ -69,6 +80,22 @@ class Resolution:
     strength: float = 0.0  # confidence × role weight × fade of the winning mention (0..1)
     role: str = "user"
     topic: NameMatch | None = None  # a stronger mention of a topic folder by an ordinary word (not boosted)
+    # the match is a topic folder (named by a word only its pages use): its boost holds only where its
+    # match is about as good as the best (module doc); ``earlier``: named in an earlier message
+    topic_folder: bool = False
+    earlier: bool = False
+
+    @property
+    def earlier_topic(self) -> bool:
+        return self.topic_folder and self.earlier
+
+    @property
+    def boost(self) -> dict[str, Any]:
+        """The fields a typed query takes for this resolution (none without a match)."""
+        if not self.match:
+            return {}
+        good = {"boost_good": TOPIC_GOOD_RATIO} if self.topic_folder else {}
+        return {"boost_uris": self.folders, "boost": self.strength, **good}
 
     @property
     def folders(self) -> tuple[str, ...]:
@@ -85,7 +112,9 @@ class Resolution:
             m = self.match
             return (
                 f"boosted {', '.join(m.folders)}: folder name {m.name!r} (said {m.said!r} in {where(m.seq)} by the "
-                f"{self.role}, confidence {m.confidence:.2f}, strength {self.strength:.2f})" + (f"; {topic}" if topic else "")
+                f"{self.role}, confidence {m.confidence:.2f}, strength {self.strength:.2f})"
+                + (", a topic folder: first only where its match is about as good as the best" if self.topic_folder else "")
+                + (f"; {topic}" if topic else "")
             )
         if topic:
             return f"no folder boosted: {topic}"
@@ -136,10 +165,12 @@ class FolderResolver:
                 passed.append((top.confidence * said.weight, top, said))
         topic: NameMatch | None = None
         for strength, top, said in sorted(passed, key=lambda p: -p[0]):  # stable: the earlier text first on a tie
-            if top.spread > 0 and self.topics(top.folders) >= set(top.folders):
+            is_topic = self.topics(top.folders) >= set(top.folders)
+            if is_topic and top.spread > 0:
                 topic = topic or top
                 continue
-            return Resolution(top, None, self.min_confidence, round(min(strength, 1.0), 4), said.role, topic)
+            return Resolution(top, None, self.min_confidence, round(min(strength, 1.0), 4), said.role, topic,
+                              topic_folder=is_topic, earlier=said.age > 0)
         return Resolution(None, closest, self.min_confidence, topic=topic)
 
     def topics(self, folders: Sequence[str]) -> set[str]:
@@ -163,7 +194,7 @@ def scope_plan(plan: QueryPlan, resolver: FolderResolver, roots: Roots) -> Query
             continue
         res = resolver.resolve([Said(0, tq.query)], roots(tq.context_type))
         notes.append(f"{tq.query!r}: {res.explain(lambda _: 'the planned query')}")
-        queries.append(tq.model_copy(update={"boost_uris": res.folders, "boost": res.strength}) if res.match else tq)
+        queries.append(tq.model_copy(update=res.boost) if res.match else tq)
     if not notes:
         return plan
     return plan.model_copy(update={"queries": tuple(queries), "reasoning": f"{plan.reasoning} [folders: {'; '.join(notes)}]"})

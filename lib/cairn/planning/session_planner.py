@@ -15,7 +15,10 @@ answers. When a folder is boosted, the folder already carries what the conversat
 the turn is searched with its own words only: the previous turn's words (often the very name that
 led to the folder, or a request such as "a cheap hotel with parking") match the folder's
 documents alike or pull the ranking toward what was asked before, not what is asked now
-(measured: benchmarks/README.md, issue 19).
+(measured: benchmarks/README.md, issue 19). Except for a topic folder named earlier in the
+conversation (:mod:`.scope`): its boost holds only where the folder's match is about as good as
+the best, so the turn may be answered from elsewhere, and it is searched with the previous user
+turn too ("who do I call?" after "my computer got stolen").
 
 When nothing is scoped, names written in the conversation are added to the query text:
 
@@ -215,9 +218,10 @@ class SessionRewritePlanner:
         notes: list[str] = []
         if resolution is not None:
             notes.append(resolution.explain())
-            if resolution.match:
-                boost = {"boost_uris": resolution.folders, "boost": resolution.strength}
-        carried = None if boost else self.with_conversation(query, messages)
+            boost = resolution.boost
+        # a topic folder named earlier may be a topic the turn has moved on from (planning/scope.py)
+        moved_on = resolution is not None and resolution.earlier_topic
+        carried = None if boost and not moved_on else self.with_conversation(query, messages)
         names = [] if boost else self.resolve(query, messages)
         if names:
             notes.insert(0, "added " + "; ".join(f"{m.name!r} ({m.source}, message {m.seq})" for m in names))

@@ -4,7 +4,9 @@ A typed query with ``boost_uris`` (the planner's reading of the conversation, :m
 is searched twice: over every root it may search (the whole tenant, memories and skills included)
 and inside the boosted folders (dense, no feedback: there the entity's words match every document).
 The two candidate lists are merged by URI, each candidate at its best score. A candidate under a
-boosted folder is *good* when it scores at least ``GOOD_RATIO`` of the best candidate anywhere:
+boosted folder is *good* when it scores at least ``GOOD_RATIO`` of the best candidate anywhere (in a
+topic folder, ``TypedQuery.boost_good``: at least ``TOPIC_GOOD_RATIO`` of the way from the query's
+background to the best):
 the good ones rank first (so one hotel's "animals are welcome" page beats another hotel's page that
 shares the word "dog"), then everything else in its own order, its scores scaled under the last
 good one. When the folders hold nothing good, the order is the whole tenant's, and the trace says
@@ -16,6 +18,7 @@ from __future__ import annotations
 from ..assemble import finite
 from ..models import Candidate, ThinkingTrace
 from ..uri import is_under
+from .memories import background_of
 
 # Chosen by measurement (benchmarks/README.md): how close to the best match anywhere a
 # match inside the conversation's folder must come to rank before it. Low on purpose: once the
@@ -23,6 +26,15 @@ from ..uri import is_under
 # folder's page that answers it better (0.5 sent 6 of 100 spoken dialogues to another entity's
 # reviews; the right entity's best match scored 0.41-0.49 of the best one anywhere).
 GOOD_RATIO = 0.3
+# A topic folder (not one of a kind; planning/scope.py) ranks first only where its match is about as
+# good as the best anywhere: at least halfway from the query's background (its 10th raw match) to its
+# best, a bar that holds on any embedder's score scale (a share of the best does not: multilingual-e5
+# scores every page 0.8-0.9), the same "halfway" as :data:`cairn.stages.SHARED_BEST`. Its name decides
+# between comparable answers and does not override a clearly better one elsewhere. Measured (MiniLM):
+# a customer's contract for "what are the payment terms?" lies 0.79 of the way to the best (another
+# customer's), a handbook's office/ parking page 0.24 for "my computer got stolen on the train", two
+# turns after a question about the office car park (benchmarks/agent_day, the staff set).
+TOPIC_GOOD_RATIO = 0.5
 
 
 def under_any(uri: str, folders: tuple[str, ...]) -> bool:
@@ -36,17 +48,28 @@ def merge_boosted(
     boost: float,
     hand_on: int,
     trace: ThinkingTrace,
+    good_ratio: float | None = None,
+    background: float | None = None,
 ) -> list[Candidate]:
     """``everywhere`` and ``inside`` merged (module doc), best first, cut to ``hand_on``; the
     trace records whether the best candidate came from the boosted folders. ``boost`` (the
-    planner's strength) is recorded; any mention strong enough to be boosted ranks its folder."""
+    planner's strength) is recorded; any mention strong enough to be boosted ranks its folder.
+    ``good_ratio``: how far from the background (the 10th best score) to the best a match inside must
+    reach (``TOPIC_GOOD_RATIO``); None: ``GOOD_RATIO`` of the best score. ``background``: the query's
+    (None: the 10th of ``everywhere``, or its last)."""
     best: dict[str, Candidate] = {}
     for c in [*everywhere, *inside]:
         key = f"{c.uri}\x00{int(c.record.level)}"
         if key not in best or finite(c.score) > finite(best[key].score):
             best[key] = c
     top = max((finite(c.score) for c in best.values()), default=0.0)
-    good = sorted((c for c in best.values() if under_any(c.uri, folders) and finite(c.score) >= GOOD_RATIO * top),
+    if good_ratio is None:
+        bar, said = GOOD_RATIO * top, f"{GOOD_RATIO:g} of the best match"
+    else:
+        background = background if background is not None else background_of([finite(c.score) for c in everywhere]) or 0.0
+        bar = background + good_ratio * max(top - background, 0.0)
+        said = f"{good_ratio:g} of the way from its background to the best match"
+    good = sorted((c for c in best.values() if under_any(c.uri, folders) and finite(c.score) >= bar),
                   key=lambda c: (-finite(c.score), c.uri))
     rest = sorted((c for c in best.values() if c not in good), key=lambda c: (-finite(c.score), c.uri))
     if good and rest and finite(rest[0].score) >= finite(good[-1].score):  # scale the rest under the last good one
@@ -57,7 +80,7 @@ def merge_boosted(
     detail = (
         f"boosted {', '.join(folders)} (strength {boost:.2f}): {len(good)} match(es) inside rank first"
         if good else
-        f"boosted {', '.join(folders)} (strength {boost:.2f}): nothing inside scores {GOOD_RATIO:g} of the best match, "
+        f"boosted {', '.join(folders)} (strength {boost:.2f}): nothing inside scores {said}, "
         "answered from the whole tenant"
     )
     trace.add("keep" if good else "fallback", detail=detail)

@@ -1172,6 +1172,10 @@ export type TypedQuery = {
      */
     boost?: number;
     /**
+     * Boost Good
+     */
+    boost_good?: number | null;
+    /**
      * Boost Uris
      */
     boost_uris?: Array<string>;
