@@ -16,9 +16,9 @@ the turn is searched with its own words only: the previous turn's words (often t
 led to the folder, or a request such as "a cheap hotel with parking") match the folder's
 documents alike or pull the ranking toward what was asked before, not what is asked now
 (measured: benchmarks/README.md, issue 19). Except for a topic folder named earlier in the
-conversation (:mod:`.scope`): its boost holds only where the folder's match is about as good as
-the best, so the turn may be answered from elsewhere, and it is searched with the previous user
-turn too ("who do I call?" after "my computer got stolen").
+conversation (:mod:`.scope`): a topic folder's boost holds only where its match is about as good as
+the best, so the turn may be answered from elsewhere, and a turn that did not name the folder itself
+is searched with the previous user turn too ("who do I call?" after "my computer got stolen").
 
 When nothing is scoped, names written in the conversation are added to the query text:
 
