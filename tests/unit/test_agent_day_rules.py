@@ -52,10 +52,10 @@ def test_a_boosted_folder_with_nothing_good_leaves_the_whole_tenants_order():
     assert trace.events[-1].kind == "fallback" and "whole tenant" in trace.events[-1].detail
 
 
-def test_a_topic_folders_match_leads_only_when_nearly_as_good_as_the_best_on_any_score_scale():
-    # a topic folder named earlier in the chat (TOPIC_GOOD_RATIO: 0.8 of the way from the query's
-    # background to its best): its match far under the best elsewhere does not rank first, one
-    # nearly as good does; the same on a wide score scale and on a narrow high one (0.75 + 0.2 x)
+def test_a_topic_folders_match_leads_only_when_about_as_good_as_the_best_on_any_score_scale():
+    # a topic folder's boost (TOPIC_GOOD_RATIO: halfway from the query's background to its best):
+    # its match far under the best elsewhere does not rank first, one about as good does; the same
+    # on a wide score scale and on a narrow high one (0.75 + 0.2 x)
     office = ("cairn://resources/hb/office",)
     for scale in (lambda x: x, lambda x: 0.75 + 0.2 * x):
         others = [_c(f"cairn://resources/hb/people/p{n}.md", scale(0.10 - 0.005 * n)) for n in range(10)]

@@ -129,7 +129,7 @@ def test_a_topic_folder_named_by_an_ordinary_word_boosts_nothing_and_a_weaker_me
     alone = resolver.resolve(texts[:2], [R])
     if not spread:
         assert res.folders == alone.folders == (lensfield,) and res.topic is None
-        # a topic folder: first only where its match is nearly as good as the best; the plan says so
+        # a topic folder: first only where its match is about as good as the best; the plan says so
         assert res.boost["boost_good"] == TOPIC_GOOD_RATIO and "a topic folder: first only" in res.explain()
         assert res.earlier_topic  # named in an earlier message: the turn may have moved on
         asked = resolver.resolve([Said(0, "parking at the lensfield?")], [R])
