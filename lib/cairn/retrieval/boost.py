@@ -31,9 +31,9 @@ GOOD_RATIO = 0.3
 # best, a bar that holds on any embedder's score scale (a share of the best does not: multilingual-e5
 # scores every page 0.8-0.9), the same "halfway" as :data:`cairn.stages.SHARED_BEST`. Its name decides
 # between comparable answers and does not override a clearly better one elsewhere. Measured (MiniLM):
-# a customer's contract for "what are the payment terms?" lies 0.79 of the way to the best (another
-# customer's), a handbook's office/ parking page 0.24 for "my computer got stolen on the train", two
-# turns after a question about the office car park (benchmarks/agent_day, the staff set).
+# a customer's contract for "what are the payment terms?" lies 0.62 of the way to the best (another
+# customer's), a handbook's office/ parking page 0.09 for "my computer got stolen on the train", two
+# turns after a question about the office car park (benchmarks/README.md, issue 19, session 12).
 TOPIC_GOOD_RATIO = 0.5
 
 
