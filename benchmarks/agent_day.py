@@ -29,7 +29,11 @@ with ``find`` and ``search``: how many get any result (the target is none).
 A second set, ``staff`` (``benchmarks/agent_day/staff/`` and ``staff_conversations.json``: a staff
 handbook of 18 pages in topic folders named by words only their own pages use, three employees'
 chats, 37 judged turns and 5 memory turns), is played the same way on a server of its own and
-reported under ``staff``; the top-level figures are the help centre's.
+reported under ``staff``; the top-level figures are the help centre's. A third, ``product``
+(``benchmarks/agent_day/product/`` and ``product_conversations.json``: a product's help centre of
+18 pages where ``integrations/`` holds one folder per integration, each with the same two pages,
+beside topic folders; two customers' chats, 24 judged turns and 2 memory turns), is reported under
+``product``.
 
     python -m benchmarks.run agent_day
 """
@@ -61,7 +65,8 @@ CONTEXT_BUDGET = 300
 
 
 # each set: (its pages' folder, its chats) under benchmarks/agent_day/; every set is played on a fresh home
-SETS = {"helpdesk": ("kb", "conversations.json"), "staff": ("staff", "staff_conversations.json")}
+SETS = {"helpdesk": ("kb", "conversations.json"), "staff": ("staff", "staff_conversations.json"),
+        "product": ("product", "product_conversations.json")}
 
 
 def load(name: str = "helpdesk") -> tuple[list[dict], dict]:
@@ -234,11 +239,13 @@ def noise(client: CairnClient, n: int = NOISE) -> dict[str, int]:
 
 
 def run(data: Path, limit_queries: int | None = None) -> dict:
-    """The help centre's chats (the top-level figures, and the random strings) and the staff
-    handbook's (``staff``: topic folders whose names only their own pages use), each through a
-    `cairn serve` of its own on a fresh home."""
+    """The help centre's chats (the top-level figures, and the random strings), the staff
+    handbook's (``staff``: topic folders whose names only their own pages use) and a product help
+    centre's (``product``: folders of a kind nested in a topic folder), each through a `cairn serve`
+    of its own on a fresh home."""
     out = _run_set("helpdesk", limit_queries, with_noise=True)
     out["staff"] = _run_set("staff", limit_queries)
+    out["product"] = _run_set("product", limit_queries)
     out["machine"] = f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
     return out
 

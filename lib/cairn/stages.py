@@ -145,10 +145,11 @@ def retrieve(
     # ``hybrid=None`` (search()'s "auto") is hybrid everywhere else.
     folders = tuple(u for u in typed_query.boost_uris if any(u == r or is_under(u, r) for r in roots))
     folders = folders if not typed_query.target_uris else ()
-    # a boosted query compares its folder's matches with the rest: both searched on one scale (dense,
-    # unless the caller asked for hybrid), so "good inside" means the same everywhere. Planners boost
-    # a folder that names an entity, never a topic folder named by an ordinary word (planning/scope.py)
-    hybrid = request.hybrid if request.hybrid is not None else not folders
+    # A boosted query searches the whole tenant as it would unboosted (hybrid by default) and inside
+    # the folders dense; whether a match inside is good is judged against the query's own dense
+    # scores everywhere, so "good" means one thing on either side. Planners boost a folder that names
+    # an entity, never a topic folder named by an ordinary word (planning/scope.py)
+    hybrid = request.hybrid if request.hybrid is not None else True
     # every type for a known user: the memories get a search of their own (retrieval/memories.py)
     own_memories = typed_query.context_type is None and not typed_query.target_uris and bool(request.user)
     mem_roots = memory_roots(request.user) if own_memories else []
@@ -163,8 +164,10 @@ def retrieve(
     if uncovered is not None:
         trace.events.insert(0, _uncovered_event(embedder, store, uncovered, weight))
     inside: list[Candidate] = []
+    inside_hybrid = (request.hybrid if request.hybrid is not None else False) or uncovered is not None
+    # the scale a boosted query's matches inside are judged on, and its memories with them
+    raw_hybrid = inside_hybrid if folders else hybrid
     if folders:
-        inside_hybrid = (request.hybrid if request.hybrid is not None else False) or uncovered is not None
         inside, inside_trace = _search(typed_query.query, vector, list(folders), request, store, tenant, thinking, hand_on,
                                        inside_hybrid, narrowed=True, dense_weight=weight)
         trace.events += inside_trace.events
@@ -173,15 +176,16 @@ def retrieve(
     # the query's own raw scores (a boosted query's are searched apart: its merged scores are moved);
     # a topic folder's boost measures its matches against their background (retrieval/boost.py)
     raw_scores = _raw_scores(typed_query.query, vector, search_roots, candidates or inside, request,
-                             store, tenant, hybrid, weight, trace, moved=request.mode == "thinking" or bool(folders),
+                             store, tenant, raw_hybrid, weight, trace, moved=request.mode == "thinking" or bool(folders),
                              hand_on=hand_on, background=own_memories)
+    raw = raw_scores[0][1] if raw_scores else 0.0
     if folders:
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace, typed_query.boost_good,
-                                   background_of([s for _, s in raw_scores]))
-    raw = raw_scores[0][1] if raw_scores else 0.0
+                                   background_of([s for _, s in raw_scores]),
+                                   best=raw if raw_hybrid != hybrid else None)
     if own_memories and request.user:
         candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, [s for _, s in raw_scores],
-                                                request, store, tenant, hybrid, weight, threshold, trace)
+                                                request, store, tenant, raw_hybrid, weight, threshold, trace)
     trace.events[:0] = gate.events
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace, raw_best=raw,

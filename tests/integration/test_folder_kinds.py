@@ -63,7 +63,7 @@ def test_a_topic_folders_name_boosts_nothing_and_the_conversation_is_carried_ins
     assert res.resources[0].uri == f"{KB}/imports/csv-import.md"
 
 
-def test_a_query_boosted_to_a_folder_of_a_kind_is_searched_on_the_dense_scale(svc):
+def test_a_query_boosted_to_a_folder_of_a_kind_is_searched_dense_inside_and_as_usual_elsewhere(svc):
     s = svc.sessions.create("t")
     svc.sessions.append("t", s.id, "user", "We are staying at the Grand Hotel.")
     res = svc.search("can we bring the dog?", session_id=s.id, limit=3, include_provenance=True)
@@ -72,8 +72,26 @@ def test_a_query_boosted_to_a_folder_of_a_kind_is_searched_on_the_dense_scale(sv
     assert not any("searched everywhere with keywords" in d for d in events)
     assert any(e.kind == "expand" and e.uri == f"{HOTELS}/grand-hotel" and "topic" not in e.detail
                for e in res.query_results[0].trace.events)  # one of a kind: it lifts its pages
-    assert all("mode=dense" in d for d in events if "roots=" in d)  # inside an entity every page shares its name
+    searches = [d for d in events if "roots=" in d]
+    # inside an entity every page shares its name: dense there; the whole tenant as without the boost
+    assert all("mode=dense" in d for d in searches if f"roots=['{HOTELS}/grand-hotel']" in d)
+    assert any("mode=hybrid" in d for d in searches if "roots=['cairn://resources'" in d)
     assert res.resources[0].uri == f"{HOTELS}/grand-hotel/pets.md"
+
+
+def test_a_boost_leaves_the_rest_of_the_tenant_in_the_order_of_the_unboosted_search(svc):
+    # the hotel named two turns back is boosted; nothing inside answers a billing question, so the
+    # answer is the whole tenant's, ranked as search() without the conversation ranks it
+    s = svc.sessions.create("t")
+    svc.sessions.append("t", s.id, "user", "We are staying at the Grand Hotel.")
+    svc.sessions.append("t", s.id, "assistant", "Enjoy your stay.")
+    with_boost = svc.search("when are the invoices sent?", session_id=s.id, limit=5)
+    assert with_boost.query_plan.queries[0].boost_uris == (f"{HOTELS}/grand-hotel",)
+    alone = svc.search("when are the invoices sent?", limit=5)
+    assert alone.query_plan.queries[0].boost_uris == ()
+    assert [m.uri for m in with_boost.resources][0] == f"{KB}/billing/invoices.md"
+    rest = [m.uri for m in with_boost.resources if not m.uri.startswith(f"{HOTELS}/grand-hotel")]
+    assert rest == [m.uri for m in alone.resources if not m.uri.startswith(f"{HOTELS}/grand-hotel")][: len(rest)]
 
 
 CRM = {  # one folder per customer, each holding pages of its own names

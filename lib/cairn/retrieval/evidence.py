@@ -90,29 +90,42 @@ def set_language_check(check: LanguageCheck | None) -> None:
 def language_share(text: str, tokenizer: Any) -> tuple[float, int]:
     """(share of the letters of ``text`` in words the tokenizer holds whole, number of words with
     a letter). A word is what the tokenizer's pre-tokenizer makes of the text (spaces and
-    punctuation split it; each CJK character is a word of its own)."""
+    punctuation split it; each CJK character is a word of its own). ``tokenizer``: a
+    ``tokenizers.Tokenizer``, or anything with ``word_pieces(text)`` giving each word and the number
+    of vocabulary pieces it takes (an engine that only counts tokens, e.g. the embedded e5)."""
+    whole = letters = words = 0
+    for word, pieces, unknown in _word_pieces(text, tokenizer):
+        n = sum(1 for ch in word if ch.isalpha())
+        if not n and not unknown:
+            continue  # digits and punctuation say nothing either way
+        words += 1
+        letters += max(n, 1)
+        if pieces == 1 and not unknown:
+            whole += n
+    return (whole / letters if letters else 0.0), words
+
+
+def _word_pieces(text: str, tokenizer: Any) -> list[tuple[str, int, bool]]:
+    """(word, pieces, any piece unknown) for each word of ``text``."""
+    counted = getattr(tokenizer, "word_pieces", None)
+    if callable(counted):
+        return [(w, n, False) for w, n in counted(text)]
     enc = tokenizer.encode(text, add_special_tokens=False)
     pieces: dict[int, list[str]] = {}
     for token, word in zip(enc.tokens, enc.word_ids):
         if word is not None:
             pieces.setdefault(word, []).append(token)
-    whole = letters = words = 0
-    for tokens in pieces.values():
-        unknown = any(t in UNKNOWN_TOKENS for t in tokens)
-        n = sum(1 for ch in "".join(tokens) if ch.isalpha())
-        if not n and not unknown:
-            continue  # digits and punctuation say nothing either way
-        words += 1
-        letters += max(n, 1)
-        if len(tokens) == 1 and not unknown:
-            whole += n
-    return (whole / letters if letters else 0.0), words
+    return [("".join(tokens), len(tokens), any(t in UNKNOWN_TOKENS for t in tokens)) for tokens in pieces.values()]
 
 
 def tokenizer_of(embedder: Any) -> Any:
-    """The embedder's tokenizer, or None (an embedder written before tokenizers were asked for)."""
+    """The embedder's tokenizer; else the embedder itself when it counts a word's pieces
+    (``word_pieces``); else None (a remote embedder: no evidence of this kind)."""
     get = getattr(embedder, "tokenizer", None)
-    return get() if callable(get) else None
+    tok = get() if callable(get) else None
+    if tok is None and callable(getattr(embedder, "word_pieces", None)):
+        return embedder
+    return tok
 
 
 def reads_as_language(text: str, tokenizer: Any) -> bool:
