@@ -33,7 +33,9 @@ reported under ``staff``; the top-level figures are the help centre's. A third, 
 (``benchmarks/agent_day/product/`` and ``product_conversations.json``: a product's help centre of
 18 pages where ``integrations/`` holds one folder per integration, each with the same two pages,
 beside topic folders; two customers' chats, 24 judged turns and 2 memory turns), is reported under
-``product``.
+``product``. With a multilingual embedder (``CAIRN_EMBEDDING_MODEL=multilingual-e5-small``), a fourth,
+``languages``: the staff handbook asked in Chinese and German (``languages_conversations.json``, 12
+judged turns; BM25 on English pages finds nothing there).
 
     python -m benchmarks.run agent_day
 """
@@ -66,7 +68,7 @@ CONTEXT_BUDGET = 300
 
 # each set: (its pages' folder, its chats) under benchmarks/agent_day/; every set is played on a fresh home
 SETS = {"helpdesk": ("kb", "conversations.json"), "staff": ("staff", "staff_conversations.json"),
-        "product": ("product", "product_conversations.json")}
+        "product": ("product", "product_conversations.json"), "languages": ("staff", "languages_conversations.json")}
 
 
 def load(name: str = "helpdesk") -> tuple[list[dict], dict]:
@@ -246,6 +248,8 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
     out = _run_set("helpdesk", limit_queries, with_noise=True)
     out["staff"] = _run_set("staff", limit_queries)
     out["product"] = _run_set("product", limit_queries)
+    if os.environ.get("CAIRN_EMBEDDING_MODEL", "").startswith("multilingual"):  # an English-only model cannot
+        out["languages"] = _run_set("languages", limit_queries)
     out["machine"] = f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
     return out
 

@@ -27,7 +27,8 @@ def test_the_multilingual_embedder_counts_word_pieces_so_real_questions_read_as_
 
     e5 = LocalE5Embedder()
     tok = evidence.tokenizer_of(e5)
-    for q in ("is that included in what we pay now?", "how long is that history kept?", "我的数据存储在哪里？"):
+    for q in ("is that included in what we pay now?", "how long is that history kept?", "我的数据存储在哪里？",
+              "Was kostet das Mittagessen in der Kantine?"):  # a compound in long pieces is a word too
         assert reads_as_language(q, tok), q
     for q in ("qzxkvb abqeiwz", "refnds", "plorf"):
         assert not reads_as_language(q, tok), q

@@ -1,16 +1,21 @@
 """A folder the conversation is about ranks first; it never hides the rest of the tenant.
 
 A typed query with ``boost_uris`` (the planner's reading of the conversation, :mod:`cairn.planning.scope`)
-is searched twice: over every root it may search (the whole tenant, memories and skills included)
-and inside the boosted folders (dense, no feedback: there the entity's words match every document).
-The two candidate lists are merged by URI, each candidate at its best score. A candidate under a
-boosted folder is *good* when it scores at least ``GOOD_RATIO`` of the best candidate anywhere (in a
-topic folder, ``TypedQuery.boost_good``: at least ``TOPIC_GOOD_RATIO`` of the way from the query's
-background to the best):
-the good ones rank first (so one hotel's "animals are welcome" page beats another hotel's page that
-shares the word "dog"), then everything else in its own order, its scores scaled under the last
-good one. When the folders hold nothing good, the order is the whole tenant's, and the trace says
-which happened.
+is searched twice: over every root it may search (the whole tenant, memories and skills included),
+as it would be without the boost (hybrid by default), and inside the boosted folders (dense, no
+feedback: there the entity's words match every document). A candidate under a boosted folder is
+*good* when it scores at least ``GOOD_RATIO`` of the best candidate anywhere (in a topic folder,
+``TypedQuery.boost_good``: at least ``TOPIC_GOOD_RATIO`` of the way from the query's background to
+the best), on the inside's scale: when the two searches score differently (hybrid everywhere, dense
+inside), the best anywhere is the query's own dense best (``best``). The good ones rank first (so
+one hotel's "animals are welcome" page beats another hotel's page that shares the word "dog"), then
+everything else in the whole tenant's order, its scores scaled under the last good one. When the
+folders hold nothing good, the order is the whole tenant's, and the trace says which happened.
+
+Searching the whole tenant dense as well (until session 13) lost its keyword evidence: on
+multilingual-e5, whose dense scores rank folder summaries over pages, "how long is that history
+kept?" a turn after a question about Jira lost the audit-log page that ``find`` ranks first
+(benchmarks/README.md, issue 19, session 13).
 """
 
 from __future__ import annotations
