@@ -72,8 +72,9 @@ class LocalE5Embedder(Embedder):
         words: list[tuple[str, str]] = []
         for w in _WORD.findall(text):
             rest = 0
-            for run in CJK_RUN.finditer(w):
-                words += [(part, " ") for part in [w[rest : run.start()]] if part]
+            for run in CJK_RUN.finditer(w):  # "Wi-Fi密码" -> "Wi", "Fi", "密", "码"
+                if run.start() > rest:
+                    words.append((w[rest : run.start()], " "))
                 words += [(ch, "") for ch in run.group()]
                 rest = run.end()
             if w[rest:]:
