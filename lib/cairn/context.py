@@ -9,7 +9,7 @@ fit whole is cut at a word with ``…``, and passages after the budget is spent 
 block says how many).
 
 Tokens are counted with the embedder's own tokenizer when cairn has it (the embedded MiniLM's
-WordPiece), else estimated as one token per three characters, rounded up — more than GPT-style
+WordPiece; the embedded multilingual-e5's SentencePiece, through its engine's count), else estimated as one token per three characters, rounded up — more than GPT-style
 and WordPiece tokenizers count for English text, so an estimated block stays within the budget.
 """
 
@@ -53,23 +53,27 @@ def estimate_tokens(text: str) -> int:
 
 
 def token_counter(embedder: Any) -> CountTokens:
-    """How to count tokens for ``embedder``: its own ``count_tokens``, else its tokenizer
-    (:meth:`cairn.embeddings.Embedder.tokenizer`: the embedded MiniLM's WordPiece, e5's
-    SentencePiece), else the estimate."""
+    """How to count tokens for ``embedder``: its own ``count_tokens`` (the embedded e5's SentencePiece,
+    counted by its engine), else its tokenizer (:meth:`cairn.embeddings.Embedder.tokenizer`: the
+    embedded MiniLM's WordPiece), else the estimate."""
     own = getattr(embedder, "count_tokens", None)
     if callable(own):
-        return own
-    try:
-        tok = embedder.tokenizer() if callable(getattr(embedder, "tokenizer", None)) else None
-    except Exception:  # noqa: BLE001 - the tokenizer file is missing: fall back to the estimate
-        tok = None
-    if tok is None:
-        return estimate_tokens
+        counted: CountTokens = own
+    else:
+        try:
+            tok = embedder.tokenizer() if callable(getattr(embedder, "tokenizer", None)) else None
+        except Exception:  # noqa: BLE001 - the tokenizer file is missing: fall back to the estimate
+            tok = None
+        if tok is None:
+            return estimate_tokens
+
+        def counted(text: str) -> int:
+            return len(tok.encode(text, add_special_tokens=False).ids)
 
     def count(text: str) -> int:
-        return len(tok.encode(text, add_special_tokens=False).ids)
+        return counted(text)
 
-    count.__name__ = f"tokenizer of {getattr(embedder, 'name', 'the embedder')}"
+    count.__name__ = f"tokenizer of {getattr(embedder, 'name', 'the embedder')}"  # the block's ``counter``
     return count
 
 

@@ -49,3 +49,10 @@ def test_a_question_with_no_word_of_the_tenant_keeps_its_best_matches(svc):
 def test_random_letters_still_get_nothing(svc):
     for q in ("qzxkvb abqeiwz", "xvbtrl glorbnak wzq"):
         assert svc.find(q, limit=5).total == 0 and svc.search(q, limit=5).total == 0
+
+
+def test_a_context_block_is_counted_in_the_models_own_tokens(svc, e5):
+    # the budget holds in e5's own SentencePiece tokens, not in an estimate
+    block = svc.context("who changed the workspace settings?", budget_tokens=60)
+    assert block.counter == "tokenizer of local-multilingual-e5-small"
+    assert block.passages and 0 < block.tokens <= 60 and block.tokens == e5.count_tokens(block.text)
