@@ -165,7 +165,7 @@ def retrieve(
         trace.events.insert(0, _uncovered_event(embedder, store, uncovered, weight))
     inside: list[Candidate] = []
     inside_hybrid = (request.hybrid if request.hybrid is not None else False) or uncovered is not None
-    # the scale a boosted query's matches inside are judged on, and its memories with them
+    # the scale a boosted query's matches inside are judged on
     raw_hybrid = inside_hybrid if folders else hybrid
     if folders:
         inside, inside_trace = _search(typed_query.query, vector, list(folders), request, store, tenant, thinking, hand_on,
@@ -184,8 +184,13 @@ def retrieve(
                                    background_of([s for _, s in raw_scores]),
                                    best=raw if raw_hybrid != hybrid else None)
     if own_memories and request.user:
-        candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, [s for _, s in raw_scores],
-                                                request, store, tenant, raw_hybrid, weight, threshold, trace)
+        # memories compete with the whole tenant's matches, on the scale of its search (a boosted
+        # query's own raw scores above are the folder's scale: one more quick search when they differ)
+        mem_scores = raw_scores if raw_hybrid == hybrid else _raw_scores(
+            typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight, trace,
+            moved=True, hand_on=hand_on, background=True)
+        candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, [s for _, s in mem_scores],
+                                                request, store, tenant, hybrid, weight, threshold, trace)
     trace.events[:0] = gate.events
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace, raw_best=raw,

@@ -155,3 +155,16 @@ def test_a_topic_named_earlier_does_not_hold_a_chat_that_moved_on(tmp_path, embe
     follow = svc.search("who do I call?", session_id=s.id, limit=3)
     assert any(q.query.startswith("my laptop got stolen") for q in follow.query_plan.queries)  # carried
     assert pages(follow)[0] == "cairn://resources/hb/it/laptop.md"
+
+
+def test_a_boosted_querys_memories_compete_on_the_whole_tenants_scale(svc):
+    # the folder's matches are judged on dense scores, the user's memories against the whole tenant's
+    # hybrid search (its words count: "Zorblax" is a word of this memory only)
+    svc.remember("Ann pays every invoice with her Zorblax corporate card.", "profile", user="ann")
+    s = svc.create_session(user="ann")
+    svc.append_message(s.id, "user", "We are staying at the Grand Hotel.")
+    res = svc.search("which card do I use to pay?", s.id, limit=5, include_provenance=True)
+    assert res.query_plan.queries[0].boost_uris == (f"{HOTELS}/grand-hotel",)
+    raw = [e.detail for e in res.query_results[0].trace.events if e.detail.startswith("raw best")]
+    assert any("mode=dense" in d for d in raw) and any("mode=hybrid" in d for d in raw)
+    assert [m.abstract for m in res.memories][:1] == ["Ann pays every invoice with her Zorblax corporate card."]
