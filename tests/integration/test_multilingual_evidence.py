@@ -3,37 +3,31 @@ small tenant keeps its best matches; random letters still get nothing."""
 
 import pytest
 
-from cairn.ingest import Document, Ingestor
+from cairn.config import load_settings
 from cairn.pipeline import Cairn
-from cairn.planning.scope import FolderResolver
-from cairn.planning.session_planner import SessionRewritePlanner
-from cairn.retrieval.scope import roots_for
-from cairn.sessions import open_session_store
-from cairn.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.integration
 KB = "cairn://resources/kb"
 PAGES = {
-    ("billing", "plans.md"): "Free covers 3 boards and 10 members. Team costs $8 per member a month with unlimited boards.",
-    ("billing", "invoices.md"): "Invoices are emailed to the billing contact on the first day of each month.",
-    ("admin", "audit-log.md"): "The audit log records who changed workspace settings, with the time and IP address.",
-    ("admin", "roles.md"): "Owners manage billing and can delete the workspace. Admins manage members.",
+    "billing/plans.md": "Free covers 3 boards and 10 members. Team costs $8 per member a month with unlimited boards.",
+    "billing/invoices.md": "Invoices are emailed to the billing contact on the first day of each month.",
+    "admin/audit-log.md": "The audit log records who changed workspace settings, with the time and IP address.",
+    "admin/roles.md": "Owners manage billing and can delete the workspace. Admins manage members.",
 }
 
 
-@pytest.fixture(scope="module")
-def e5():
-    from cairn.embeddings.local_e5 import LocalE5Embedder
-
-    return LocalE5Embedder()
+@pytest.fixture
+def svc(tmp_path):
+    """What `cairn serve` builds from CAIRN_EMBEDDING_MODEL=multilingual-e5-small, on a fresh home."""
+    settings = load_settings({"CAIRN_HOME": str(tmp_path), "CAIRN_EMBEDDING_MODEL": "multilingual-e5-small"})
+    svc = Cairn.from_settings(settings)
+    svc.put_documents(KB, [{"path": path, "text": text} for path, text in PAGES.items()], sync=True)
+    return svc
 
 
 @pytest.fixture
-def svc(tmp_path, e5):
-    store = LocalVectorStore(tmp_path / "store", dimension=e5.dimension)
-    Ingestor(store, e5, "t").ingest([Document(path, text, title=path[-1]) for path, text in PAGES.items()], KB)
-    planner = SessionRewritePlanner(resolver=FolderResolver(store, "t", e5), roots=lambda ct: roots_for(ct, (), None))
-    return Cairn(store, e5, "t", planner=planner, sessions=open_session_store("sqlite", path=tmp_path / "s.db"))
+def e5(svc):
+    return svc.embedder
 
 
 def test_a_question_with_no_word_of_the_tenant_keeps_its_best_matches(svc):

@@ -15,7 +15,7 @@ The gate asks for evidence of one of three kinds before a typed query keeps its 
   paraphrase that shares no word with its answer ("is there somewhere to leave the car" →
   parking) is a real question on a tenant of any size, so it keeps its best matches; random
   letters break into short word pieces (0 of 23,000 random strings read as language with MiniLM's
-  vocabulary, 211 of 223 scripted chat turns do, benchmarks/README.md). Any script
+  vocabulary, 211 of 223 scripted chat turns do: ``python -m benchmarks.run language_test``). Any script
   the tokenizer knows counts the same way (a CJK character it holds is a word). An embedder whose
   engine only counts tokens (the embedded multilingual-e5) answers ``word_pieces(text)`` instead:
   with its vocabulary 2 of 23,000 random strings read as language (two short words it holds whole,
