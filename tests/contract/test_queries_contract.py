@@ -125,6 +125,30 @@ def test_a_hybrid_query_can_let_the_keywords_lead(store: VectorStore, tenant: st
     with pytest.raises(ValueError, match="dense_weight"):
         query(tenant, q, text="refunds", mode=SearchMode.HYBRID, dense_weight=1.5)
 
+def test_a_hybrid_search_inside_a_folder_keeps_the_whole_searchs_scale(store: VectorStore, tenant: str) -> None:
+    # thinking mode searches inside folders after a search of everything: given that search's best
+    # BM25 (keyword_scale), a record scores inside the folder what it scored in the whole search
+    if not store.capabilities().hybrid:
+        pytest.skip(f"the {store.backend} backend declares no hybrid search")
+    records = seed(store, tenant)
+    q = vec((2, 1.0))
+    everywhere = store.query(query(tenant, q, text="invoices", mode=SearchMode.HYBRID, limit=10))
+    keyword = {h.record.id: h.score for h in store.query(query(tenant, text="invoices", mode=SearchMode.KEYWORD, limit=10))}
+    assert {h.record.id: h.keyword for h in everywhere if h.keyword is not None} == pytest.approx(keyword)
+    best = max(keyword.values())
+    assert max(keyword, key=keyword.get) == records["b"].id  # the best keyword match lies outside the folder
+    inside = {"parent_uri": "cairn://resources/docs"}  # the guide folder's own records (d, e), not b
+    alone = store.query(query(tenant, q, text="invoices", mode=SearchMode.HYBRID, filter=inside))
+    scaled = store.query(query(tenant, q, text="invoices", mode=SearchMode.HYBRID, filter=inside, keyword_scale=best))
+    assert names_of(scaled, records) == names_of(alone, records) == {"d", "e"}
+    whole = {h.record.id: h.score for h in everywhere}
+    assert {h.record.id: h.score for h in scaled} == pytest.approx({h.record.id: whole[h.record.id] for h in scaled}, abs=1e-5)
+    # on its own scale the folder's best keyword match counts as a full match, and scores higher
+    assert max(h.score for h in alone) > max(h.score for h in scaled) + 0.05
+    with pytest.raises(ValueError, match="keyword_scale"):
+        query(tenant, q, text="invoices", mode=SearchMode.HYBRID, keyword_scale=0.0)
+
+
 # ------------------------------------------------------------------ limits
 
 

@@ -7,6 +7,7 @@ import pytest
 from cairn.models import Candidate, ContextRecord
 from cairn.retrieval.scoring import Convergence, add_to_pool, passes, propagate, top_uris
 from cairn.retrieval.thinking import ThinkingConfig, thinking_search
+from cairn.vectorstores.base import SearchMode, VectorQuery
 from cairn.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
@@ -195,6 +196,35 @@ def test_relevance_feedback_moves_the_query_toward_its_best_leaves_and_searches_
     # the first pool was replaced
     leaves = [c for c in found if c.record.level == 2]
     assert leaves[0].record.uri == "cairn://resources/b/y.md" and leaves[0].score > 0.7 * 0.6 + 0.01
+
+
+def test_two_near_best_leaves_move_the_query(tmp_path):
+    store = _tree(tmp_path, {(f"{ROOT}/a/x.md", 2): 0.6, (f"{ROOT}/b/y.md", 2): 0.58, (f"{ROOT}/b/z.md", 2): 0.2})
+    cfg = ThinkingConfig(feedback_docs=3, max_rounds=0)
+    found, trace = thinking_search(store, "t", Q, [ROOT], 10, None, cfg, hybrid_text="unmatched words")
+    feedback = [e.detail for e in trace.events if e.kind == "feedback"]
+    assert len(feedback) == 1 and "x.md" in feedback[0] and "y.md" in feedback[0] and "z.md" not in feedback[0]
+    assert trace.stats.vector_calls == 2
+
+
+def test_a_folder_search_scores_its_pages_as_the_global_search_did(tmp_path):
+    # b/y.md is the best keyword match inside b, not anywhere: searched inside b it keeps the share
+    # of the keyword bonus the global search gave it, instead of the full bonus of b's own best
+    s = LocalVectorStore(None, dimension=4)
+    s.upsert([
+        ContextRecord.build(tenant="t", uri=f"{ROOT}/a/x.md", level=2, vector=vec(0.3), text="refund refund refund policy"),
+        ContextRecord.build(tenant="t", uri=f"{ROOT}/b", level=0, vector=vec(0.5), abstract="billing"),
+        ContextRecord.build(tenant="t", uri=f"{ROOT}/b/y.md", level=2, vector=vec(0.2), text="a refund and many other words here"),
+        ContextRecord.build(tenant="t", uri=f"{ROOT}/b/w.md", level=2, vector=vec(0.25), text="invoices are monthly"),
+    ])
+    cfg = ThinkingConfig(feedback_docs=0, topic_folders=False, alpha=1.0, threshold=0.0)
+    found, trace = thinking_search(s, "t", Q, [ROOT], 10, None, cfg, hybrid_text="refund")
+    assert any(e.kind == "expand" and e.uri == f"{ROOT}/b" for e in trace.events)
+    got = {c.record.uri: c.score for c in found}
+    whole = {h.record.uri: h.score for h in s.query(VectorQuery(tenant="t", vector=Q, text="refund", mode=SearchMode.HYBRID))}
+    assert got[f"{ROOT}/b/y.md"] == pytest.approx(whole[f"{ROOT}/b/y.md"])
+    assert whole[f"{ROOT}/b/y.md"] < whole[f"{ROOT}/a/x.md"]
+    assert got[f"{ROOT}/b/y.md"] < 0.7 * 0.2 + 0.3 - 0.01  # not the full bonus of b's best keyword match
 
 
 def test_dense_only_searches_get_no_feedback(store):

@@ -4,7 +4,9 @@
    (no file depends on its directory's summary to be found), directories seed the frontier;
 2. rounds: pop up to ``dirs_per_round`` unvisited directories, search inside all of them with
    ONE ``query_many`` call, propagate scores from parent to child, prune at the threshold,
-   put new directories back on the frontier;
+   put new directories back on the frontier; a hybrid search inside a folder fuses on the global
+   search's keyword scale (``VectorQuery.keyword_scale``), so a child's own score means there what
+   it means in the global search;
 3. stop when the top set or the pool stops changing for ``patience`` rounds, the frontier
    is empty, or a budget (rounds, vector calls, deadline) is spent. The trace says which.
 
@@ -112,6 +114,7 @@ class _Search:
         self.text = text  # set: every search is hybrid (dense + keyword)
         self.dense_weight: float | None = None  # the hybrid fusion's weight of the dense score (None: default)
         self.statistics: Literal["tenant", "filter"] = "tenant"  # whose words score the keyword side (scope.py)
+        self.keyword_scale: float | None = None  # the global search's best BM25: expansions fuse on its scale
         self.qvec = _unit(np.asarray(vector, dtype=np.float32))
         self.limit, self.user_filter = limit, user_filter
         self.pool: dict[str, Candidate] = {}
@@ -174,10 +177,11 @@ class _Search:
         if rec.level is not Level.DETAIL and expandable:
             self.push_dir(rec.uri, score)
 
-    def request(self, filter: dict[str, Any], limit: int) -> VectorQuery:
+    def request(self, filter: dict[str, Any], limit: int, scale: float | None = None) -> VectorQuery:
         mode = SearchMode.HYBRID if self.text else SearchMode.DENSE
         return VectorQuery(tenant=self.tenant, vector=self.vector, text=self.text, mode=mode, filter=filter, limit=limit,
-                           dense_weight=self.dense_weight if self.text else None, keyword_statistics=self.statistics)
+                           dense_weight=self.dense_weight if self.text else None, keyword_statistics=self.statistics,
+                           keyword_scale=scale if self.text else None)
 
     def global_search(self, roots: list[str]) -> None:
         k = self.cfg.global_k(self.limit)
@@ -191,6 +195,8 @@ class _Search:
             if not (self.collapse and crowded) or len(hits) < k or k >= MAX_QUERY_LIMIT:
                 break
             k = min(4 * k, MAX_QUERY_LIMIT)
+        if self.statistics == "tenant":  # BM25 inside a folder is then on the global search's scale (fusion.py)
+            self.keyword_scale = max((h.keyword for h in hits if h.keyword), default=None)
         self.take_all(hits, 0.0, 0, "global", roots)
         if self.cfg.scope == "subtree":
             return  # the global search already searched the roots' whole subtrees
@@ -236,7 +242,7 @@ class _Search:
 
     def expand(self, dirs: list[str], round_: int, roots: list[str]) -> None:
         k = self.cfg.per_dir_k(self.limit)
-        requests = [self.request(_expand_filter(d, self.cfg.scope, self.user_filter), k) for d in dirs]
+        requests = [self.request(_expand_filter(d, self.cfg.scope, self.user_filter), k, self.keyword_scale) for d in dirs]
         results = self.store.query_many(requests)  # one call for the whole round
         self.trace.stats.vector_calls += 1
         self.trace.stats.directories_searched += len(dirs)

@@ -56,6 +56,10 @@ class VectorQuery(BaseModel):
     # user's own data is scored by its own words: :func:`cairn.retrieval.scope.keyword_statistics`).
     # A backend whose capabilities lack ``keyword_statistics_of_filter`` uses its index's
     keyword_statistics: Literal["tenant", "filter"] = "tenant"
+    # hybrid only: the BM25 score that counts as a full keyword match (None: this query's own best).
+    # A search inside part of what an earlier search covered passes that search's best
+    # (``VectorHit.keyword``), so its fused scores stay on the earlier search's scale.
+    keyword_scale: float | None = Field(default=None, gt=0.0)
 
 
 class VectorHit(BaseModel):
@@ -63,6 +67,7 @@ class VectorHit(BaseModel):
 
     record: ContextRecord
     score: float  # cosine similarity for dense; backend relevance for keyword; fused 0..1 for hybrid
+    keyword: float | None = None  # hybrid only: the record's BM25 score (None: the keyword search missed it)
 
 
 class Capabilities(BaseModel):

@@ -12,6 +12,13 @@ and BM25, normalised by the best keyword score of the query, is a bounded bonus:
 lies in 0..1 and the score threshold means what it means in dense mode. A query none of whose
 words the corpus knows gets no keyword bonus at all.
 
+``bm25 / max(bm25)`` is relative to what the query searched. A search inside part of what an
+earlier search covered (thinking mode's search of one folder after its search of everything) passes
+that search's best BM25 as ``keyword_scale``: normalised by the folder's own best, a page that
+scored 0.20 in the whole search scored 0.42 inside its folder and ranked over better pages found
+elsewhere (benchmarks/README.md, session 14). BM25 itself does not depend on the filter (the tenant's
+statistics), so on one scale a record scores the same inside its folder as in the whole search.
+
 A record one list did not return takes that list's floor: the lowest score the list holds
 when it was cut at ``depth`` (everything below scores at most that), else 0 (the list held
 every match). Both the local and the OpenSearch store call :func:`fuse`, so a hybrid score
@@ -49,22 +56,24 @@ def fuse(
     *,
     depth: int | None = None,
     dense_weight: float | None = None,
+    keyword_scale: float | None = None,
 ) -> list[tuple[K, float]]:
     """The ``limit`` best keys of ``w·max(cos, 0) + (1−w)·bm25/max(bm25)``, best first (ties:
     dense order, then keyword order). ``dense``/``keyword``: (key, score) best first, each cut
-    at ``depth`` (default ``hybrid_depth(limit)``); ``dense_weight``: ``w`` (None: ``DENSE_WEIGHT``)."""
+    at ``depth`` (default ``hybrid_depth(limit)``); ``dense_weight``: ``w`` (None: ``DENSE_WEIGHT``);
+    ``keyword_scale``: the BM25 score that counts as 1 (None: the best in ``keyword``; above it, 1)."""
     depth = depth or hybrid_depth(limit)
     w = DENSE_WEIGHT if dense_weight is None else dense_weight
     cos = dict(dense)
     kw = dict(keyword)
-    best_kw = max(kw.values(), default=0.0)
+    best_kw = keyword_scale or max(kw.values(), default=0.0)
     cos_floor = _floor([s for _, s in dense], depth)
     kw_floor = _floor([s for _, s in keyword], depth)
     order = list(dict.fromkeys([k for k, _ in dense] + [k for k, _ in keyword]))
     fused: dict[K, float] = {}
     for key in order:
         c = max(cos.get(key, cos_floor), 0.0)
-        b = kw.get(key, kw_floor) / best_kw if best_kw > 0 else 0.0
+        b = min(kw.get(key, kw_floor) / best_kw, 1.0) if best_kw > 0 else 0.0
         fused[key] = w * c + (1.0 - w) * b
     ranked = sorted(order, key=lambda key: -fused[key])  # stable: ties keep dense, then keyword order
     return [(key, fused[key]) for key in ranked[:limit]]

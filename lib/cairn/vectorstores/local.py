@@ -349,9 +349,11 @@ class LocalVectorStore(VectorStore):
         else:
             keyword = self._keyword_ranking(part, req, mask)
             ranked = keyword if req.mode is SearchMode.KEYWORD else fuse(
-                dense, keyword, req.limit, depth=hybrid_depth(req.limit), dense_weight=req.dense_weight)
+                dense, keyword, req.limit, depth=hybrid_depth(req.limit), dense_weight=req.dense_weight,
+                keyword_scale=req.keyword_scale)
+        bm25 = dict(keyword) if req.mode is SearchMode.HYBRID else {}
         used = self._side(req.tenant).uses(part.ids[r] for r, _ in ranked)
-        return [self._hit(part, r, s, req, used.get(part.ids[r])) for r, s in ranked]
+        return [self._hit(part, r, s, req, used.get(part.ids[r]), bm25.get(r)) for r, s in ranked]
 
     def _keyword_ranking(self, part: Partition, req: VectorQuery, mask: np.ndarray | None) -> list[tuple[int, float]]:
         within = mask if req.keyword_statistics == "filter" else None
@@ -366,9 +368,11 @@ class LocalVectorStore(VectorStore):
         return _ranked(scores[rows].astype(np.float64), rows, part.ids, depth)
 
     @staticmethod
-    def _hit(part: Partition, row: int, score: float, req: VectorQuery, used: tuple[int, float] | None) -> VectorHit:
+    def _hit(part: Partition, row: int, score: float, req: VectorQuery, used: tuple[int, float] | None,
+             keyword: float | None = None) -> VectorHit:
         vec = part.vector(row).tolist() if req.include_vectors else None
-        return VectorHit(record=ContextRecord.model_validate({**overlay(part.docs[row], used), "vector": vec}), score=score)
+        return VectorHit(record=ContextRecord.model_validate({**overlay(part.docs[row], used), "vector": vec}), score=score,
+                         keyword=keyword)
 
     def _fetch(self, tenant: str, ids: list[str]) -> list[ContextRecord]:
         part = self._part(tenant)

@@ -475,8 +475,9 @@ class OpenSearchVectorStore(VectorStore):
             # the knn score is (1 + cosine) / 2 (cosinesimil space); fusion takes the cosine
             scored.append([(h["_id"], 2.0 * h["_score"] - 1.0 if is_dense else h["_score"]) for h in hits])
         fused = fuse(scored[0], scored[1], request.limit, depth=hybrid_depth(request.limit),
-                     dense_weight=request.dense_weight)
-        return [VectorHit(record=_record(by_id[i], request), score=score) for i, score in fused]
+                     dense_weight=request.dense_weight, keyword_scale=request.keyword_scale)
+        bm25 = dict(scored[1])
+        return [VectorHit(record=_record(by_id[i], request), score=score, keyword=bm25.get(i)) for i, score in fused]
 
     def _where(self) -> str:
         hosts = getattr(getattr(self._client, "transport", None), "hosts", None) or ["?"]
