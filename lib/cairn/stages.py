@@ -32,7 +32,7 @@ from .models import (
 from .planning.base import Planner, raw_query
 from .requests import FindRequest
 from .rerank.base import Reranker
-from .retrieval.boost import merge_boosted
+from .retrieval.boost import asked_elsewhere, merge_boosted
 from .retrieval.evidence import has_evidence
 from .retrieval.memories import (
     BACKGROUND_RANK,
@@ -180,9 +180,13 @@ def retrieve(
                              hand_on=hand_on, background=own_memories)
     raw = raw_scores[0][1] if raw_scores else 0.0
     if folders:
+        # a folder of a kind yields when the question is about something no instance holds (retrieval/boost.py)
+        elsewhere = None
+        if typed_query.boost_good is None and raw_scores:
+            elsewhere = asked_elsewhere(store, tenant, vector, folders, inside, candidates, raw_scores, search_roots)
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace, typed_query.boost_good,
                                    background_of([s for _, s in raw_scores]),
-                                   best=raw if raw_hybrid != hybrid else None)
+                                   best=raw if raw_hybrid != hybrid else None, elsewhere=elsewhere)
     if own_memories and request.user:
         # memories compete with the whole tenant's matches, on the scale of its search (a boosted
         # query's own raw scores above are the folder's scale: one more quick search when they differ)

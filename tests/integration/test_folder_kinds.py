@@ -168,3 +168,53 @@ def test_a_boosted_querys_memories_compete_on_the_whole_tenants_scale(svc):
     raw = [e.detail for e in res.query_results[0].trace.events if e.detail.startswith("raw best")]
     assert any("mode=dense" in d for d in raw) and any("mode=hybrid" in d for d in raw)
     assert [m.abstract for m in res.memories][:1] == ["Ann pays every invoice with her Zorblax corporate card."]
+
+
+def test_a_named_instance_yields_to_a_question_no_instance_answers(svc):
+    # the chat named one hotel (a folder of a kind): the name picks that hotel's page where every
+    # hotel has one, and steps aside for a question only a topic page answers
+    s = svc.sessions.create("t")
+    svc.sessions.append("t", s.id, "user", "We are staying at the River Inn.")
+    res = svc.search("how many business days until refunds reach the card?", session_id=s.id, limit=5)
+    assert res.query_plan.queries[0].boost_uris == (f"{HOTELS}/river-inn",)
+    assert res.resources[0].uri == f"{KB}/billing/refunds.md"
+    said = [e.detail for qr in res.query_results for e in qr.trace.events if e.kind == "fallback"]
+    assert any(f"the best match anywhere, {KB}/billing/refunds.md, lies in no folder of a kind" in d for d in said)
+    parking = svc.search("is there parking?", session_id=s.id, limit=5)
+    assert parking.query_plan.queries[0].boost_uris == (f"{HOTELS}/river-inn",)
+    assert parking.resources[0].uri == f"{HOTELS}/river-inn/parking.md"
+    assert not any("no folder of a kind" in e.detail for qr in parking.query_results for e in qr.trace.events)
+
+
+def test_on_a_narrow_score_scale_a_stale_instance_yields_only_to_a_page_of_no_kind(tmp_path):
+    # multilingual-e5 scores every page 0.75-0.9: the named integration's pages (0.77) clear 0.3 of the
+    # best (0.84) and used to rank first for a question about the audit log. Under the query's background
+    # (its 10th match, 0.78), with the best page anywhere in a topic folder, they yield; with the best
+    # page another integration's, or above the background, the name still picks the instance
+    from cairn.models import Candidate, ContextRecord, Level, ThinkingTrace
+    from cairn.retrieval.boost import asked_elsewhere, merge_boosted
+
+    store = LocalVectorStore(None, dimension=4)
+    tree = [("integrations", 0), ("integrations/jira", 0), ("integrations/github", 0), ("admin", 0),
+            ("integrations/jira/setup.md", 2), ("integrations/jira/troubleshooting.md", 2),
+            ("integrations/github/setup.md", 2), ("integrations/github/troubleshooting.md", 2),
+            ("admin/audit-log.md", 2), ("admin/roles.md", 2)]
+    store.upsert([ContextRecord.build(tenant="t", uri=f"{KB}/{p}", level=lvl, vector=[1.0, 0.1 * i, 0.0, 0.0])
+                  for i, (p, lvl) in enumerate(tree)])
+
+    def cand(path: str, score: float) -> Candidate:
+        return Candidate(record=ContextRecord.build(tenant="t", uri=f"{KB}/{path}", level=Level.DETAIL), score=score)
+
+    jira = (f"{KB}/integrations/jira",)
+    inside = [cand("integrations/jira/troubleshooting.md", 0.77), cand("integrations/jira/setup.md", 0.76)]
+    raw = [(f"{KB}/p{n}", 0.84 - 0.006 * n) for n in range(10)]  # the 10th: 0.786
+    audit = [cand("admin/audit-log.md", 0.84), cand("admin/roles.md", 0.8)]
+    why = asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, inside, audit, raw, ["cairn://resources"])
+    assert why is not None and f"{KB}/admin/audit-log.md, lies in no folder of a kind" in why
+    merged = merge_boosted(audit, inside, jira, 0.41, 10, ThinkingTrace(), best=0.84, elsewhere=why)
+    assert [c.uri for c in merged] == [f"{KB}/admin/audit-log.md", f"{KB}/admin/roles.md"]
+    assert merge_boosted(audit, inside, jira, 0.41, 10, ThinkingTrace(), best=0.84)[0].uri == inside[0].uri  # before
+    github = [cand("integrations/github/setup.md", 0.84), *audit]
+    assert asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, inside, github, raw, ["cairn://resources"]) is None
+    above = [cand("integrations/jira/troubleshooting.md", 0.8)]
+    assert asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, above, audit, raw, ["cairn://resources"]) is None

@@ -12,6 +12,14 @@ one hotel's "animals are welcome" page beats another hotel's page that shares th
 everything else in the whole tenant's order, its scores scaled under the last good one. When the
 folders hold nothing good, the order is the whole tenant's, and the trace says which happened.
 
+A folder of a kind also steps aside when the question is about something no instance holds
+(:func:`asked_elsewhere`): its best match scores under the query's background and the best page
+anywhere lies in no folder of a kind. ``GOOD_RATIO`` of the best cannot tell this on an embedder
+whose cosines sit in a narrow high band (multilingual-e5: a Jira page at 0.77 for an audit-log
+question whose best page scores 0.84); the background can, and the test of where the best page lies
+keeps the spoken dialogues' boosts, two thirds of which score under their background, because
+their best page anywhere is another entity's (benchmarks/README.md, issue 19, session 14).
+
 Searching the whole tenant dense as well (until session 13) lost its keyword evidence: on
 multilingual-e5, whose dense scores rank folder summaries over pages, "how long is that history
 kept?" a turn after a question about Jira lost the audit-log page that ``find`` ranks first
@@ -20,9 +28,14 @@ kept?" a turn after a question about Jira lost the audit-log page that ``find`` 
 
 from __future__ import annotations
 
-from ..assemble import finite
-from ..models import Candidate, ThinkingTrace
+from collections.abc import Sequence
+
+from ..assemble import document_key, finite
+from ..models import Candidate, Level, ThinkingTrace
 from ..uri import is_under
+from ..uri import parent as parent_of
+from ..vectorstores import VectorStore
+from .kinds import folder_kinds
 from .memories import background_of
 
 # Chosen by measurement (benchmarks/README.md): how close to the best match anywhere a
@@ -46,6 +59,41 @@ def under_any(uri: str, folders: tuple[str, ...]) -> bool:
     return any(uri == f or is_under(uri, f) for f in folders)
 
 
+def asked_elsewhere(
+    store: VectorStore, tenant: str, vector: list[float], folders: tuple[str, ...], inside: Sequence[Candidate],
+    everywhere: Sequence[Candidate], raw_scores: Sequence[tuple[str, float]], roots: Sequence[str],
+) -> str | None:
+    """Why a boosted folder *of a kind* does not rank first for this query, or None when it does.
+
+    A folder of a kind is boosted because the conversation named one instance (a hotel, an
+    integration): the name picks which instance's page answers a question every instance answers
+    ("is there parking?"). It does not pick when the question is about something no instance holds:
+    the folder's best match scores under the query's background (its ``BACKGROUND_RANK``-th match
+    anywhere) and the best page anywhere lies in no folder of a kind, not even another instance's
+    ("how long is that history kept?", asked about the audit log two turns after naming Jira).
+    ``everywhere``: the whole tenant's matches (the best page among them is the one looked at: a
+    folder's summary answers nothing, and multilingual-e5 ranks the named folder's summary first);
+    ``raw_scores``: the query's own scores anywhere, best first, on the scale of ``inside``. One
+    batched search and one fetch (:func:`.kinds.folder_kinds`), only when the rest holds."""
+    background = background_of([s for _, s in raw_scores])
+    best_inside = max((finite(c.score) for c in inside), default=0.0)
+    pages = [c for c in everywhere if c.record.level is Level.DETAIL]
+    if background is None or best_inside >= background or not pages:
+        return None
+    top = document_key(max(pages, key=lambda c: finite(c.score)).uri)
+    if under_any(top, folders):
+        return None
+    above: list[str] = []
+    node: str | None = top
+    while node and any(is_under(node, r) for r in roots):
+        above.append(node)
+        node = parent_of(node)
+    if any(folder_kinds(store, tenant, vector, above).values()):
+        return None  # another instance's page: the name still picks the instance
+    return (f"its best match scores {best_inside:.3f}, under the query's background {background:.3f}, and the best "
+            f"match anywhere, {top}, lies in no folder of a kind: the question is not about one instance")
+
+
 def merge_boosted(
     everywhere: list[Candidate],
     inside: list[Candidate],
@@ -56,6 +104,7 @@ def merge_boosted(
     good_ratio: float | None = None,
     background: float | None = None,
     best: float | None = None,
+    elsewhere: str | None = None,
 ) -> list[Candidate]:
     """``everywhere`` and ``inside`` merged (module doc), best first, cut to ``hand_on``; the
     trace records whether the best candidate came from the boosted folders. ``boost`` (the
@@ -64,7 +113,9 @@ def merge_boosted(
     reach (``TOPIC_GOOD_RATIO``); None: ``GOOD_RATIO`` of the best score. ``background``: the query's
     (None: the 10th of ``everywhere``, or its last). ``best``: when ``everywhere`` is scored on
     another scale than ``inside`` (hybrid against dense), the best score anywhere on the inside's
-    scale; the good matches then come from ``inside`` alone and the rest keeps ``everywhere``'s order."""
+    scale; the good matches then come from ``inside`` alone and the rest keeps ``everywhere``'s order.
+    ``elsewhere``: why nothing inside ranks first (:func:`asked_elsewhere`); the answer is then the
+    whole tenant's."""
     apart = best is not None
     merged_best: dict[str, Candidate] = {}
     for c in [*everywhere, *inside] if not apart else inside:
@@ -79,7 +130,7 @@ def merge_boosted(
         bar = background + good_ratio * max(top - background, 0.0)
         said = f"{good_ratio:g} of the way from its background to the best match"
     good = sorted((c for c in merged_best.values() if under_any(c.uri, folders) and finite(c.score) >= bar),
-                  key=lambda c: (-finite(c.score), c.uri))
+                  key=lambda c: (-finite(c.score), c.uri)) if elsewhere is None else []
     if apart:
         taken = {(c.uri, c.record.level) for c in good}
         rest = sorted((c for c in everywhere if (c.uri, c.record.level) not in taken), key=lambda c: (-finite(c.score), c.uri))
@@ -93,8 +144,8 @@ def merge_boosted(
     detail = (
         f"boosted {', '.join(folders)} (strength {boost:.2f}): {len(good)} match(es) inside rank first"
         if good else
-        f"boosted {', '.join(folders)} (strength {boost:.2f}): nothing inside scores {said}, "
-        "answered from the whole tenant"
+        f"boosted {', '.join(folders)} (strength {boost:.2f}): "
+        + (elsewhere if elsewhere else f"nothing inside scores {said}") + ", answered from the whole tenant"
     )
     trace.add("keep" if good else "fallback", detail=detail)
     return merged
