@@ -183,7 +183,7 @@ def retrieve(
         # a folder of a kind yields when the question is about something no instance holds (retrieval/boost.py)
         elsewhere = None
         if typed_query.boost_good is None and raw_scores:
-            elsewhere = asked_elsewhere(store, tenant, vector, folders, inside, candidates, raw_scores, search_roots)
+            elsewhere = asked_elsewhere(store, tenant, vector, folders, inside, candidates, raw_scores, search_roots, trace)
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace, typed_query.boost_good,
                                    background_of([s for _, s in raw_scores]),
                                    best=raw if raw_hybrid != hybrid else None, elsewhere=elsewhere)

@@ -62,6 +62,7 @@ def under_any(uri: str, folders: tuple[str, ...]) -> bool:
 def asked_elsewhere(
     store: VectorStore, tenant: str, vector: list[float], folders: tuple[str, ...], inside: Sequence[Candidate],
     everywhere: Sequence[Candidate], raw_scores: Sequence[tuple[str, float]], roots: Sequence[str],
+    trace: ThinkingTrace | None = None,
 ) -> str | None:
     """Why a boosted folder *of a kind* does not rank first for this query, or None when it does.
 
@@ -74,7 +75,8 @@ def asked_elsewhere(
     ``everywhere``: the whole tenant's matches (the best page among them is the one looked at: a
     folder's summary answers nothing, and multilingual-e5 ranks the named folder's summary first);
     ``raw_scores``: the query's own scores anywhere, best first, on the scale of ``inside``. One
-    batched search and one fetch (:func:`.kinds.folder_kinds`), only when the rest holds."""
+    batched search and one fetch (:func:`.kinds.folder_kinds`), only when the rest holds; ``trace``
+    counts them."""
     background = background_of([s for _, s in raw_scores])
     best_inside = max((finite(c.score) for c in inside), default=0.0)
     pages = [c for c in everywhere if c.record.level is Level.DETAIL]
@@ -88,7 +90,11 @@ def asked_elsewhere(
     while node and any(is_under(node, r) for r in roots):
         above.append(node)
         node = parent_of(node)
-    if any(folder_kinds(store, tenant, vector, above).values()):
+    kinds = folder_kinds(store, tenant, vector, above)
+    if trace is not None:
+        trace.stats.vector_calls += 1
+        trace.stats.fetch_calls += bool(kinds)  # no folder with a sibling and a child: no fetch
+    if any(kinds.values()):
         return None  # another instance's page: the name still picks the instance
     return (f"its best match scores {best_inside:.3f}, under the query's background {background:.3f}, and the best "
             f"match anywhere, {top}, lies in no folder of a kind: the question is not about one instance")
