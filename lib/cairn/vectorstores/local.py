@@ -344,6 +344,7 @@ class LocalVectorStore(VectorStore):
     def _finish(
         self, part: Partition, req: VectorQuery, mask: np.ndarray | None, dense: list[tuple[int, float]]
     ) -> list[VectorHit]:
+        bm25: dict[int, float] = {}  # hybrid: each row's BM25 score, reported with its hit
         if req.mode is SearchMode.DENSE:
             ranked = dense
         else:
@@ -351,7 +352,8 @@ class LocalVectorStore(VectorStore):
             ranked = keyword if req.mode is SearchMode.KEYWORD else fuse(
                 dense, keyword, req.limit, depth=hybrid_depth(req.limit), dense_weight=req.dense_weight,
                 keyword_scale=req.keyword_scale)
-        bm25 = dict(keyword) if req.mode is SearchMode.HYBRID else {}
+            if req.mode is SearchMode.HYBRID:
+                bm25 = dict(keyword)
         used = self._side(req.tenant).uses(part.ids[r] for r, _ in ranked)
         return [self._hit(part, r, s, req, used.get(part.ids[r]), bm25.get(r)) for r, s in ranked]
 
