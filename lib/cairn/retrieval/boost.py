@@ -96,8 +96,9 @@ def asked_elsewhere(
         trace.stats.fetch_calls += bool(kinds)  # no folder with a sibling and a child: no fetch
     if any(kinds.values()):
         return None  # another instance's page: the name still picks the instance
-    return (f"its best match scores {best_inside:.3f}, under the query's background {background:.3f}, and the best "
-            f"match anywhere, {top}, lies in no folder of a kind: the question is not about one instance")
+    said = f"its best match scores {best_inside:.3f}" if inside else "nothing inside passes the score threshold"
+    return (f"{said}, under the query's background {background:.3f}, and the best match anywhere, {top}, lies in "
+            "no folder of a kind: the question is not about one instance")
 
 
 def merge_boosted(
