@@ -216,5 +216,7 @@ def test_on_a_narrow_score_scale_a_stale_instance_yields_only_to_a_page_of_no_ki
     assert merge_boosted(audit, inside, jira, 0.41, 10, ThinkingTrace(), best=0.84)[0].uri == inside[0].uri  # before
     github = [cand("integrations/github/setup.md", 0.84), *audit]
     assert asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, inside, github, raw, ["cairn://resources"]) is None
+    nothing = asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, [], audit, raw, ["cairn://resources"])
+    assert nothing is not None and nothing.startswith("nothing inside passes the score threshold")
     above = [cand("integrations/jira/troubleshooting.md", 0.8)]
     assert asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, above, audit, raw, ["cairn://resources"]) is None
