@@ -180,13 +180,12 @@ def retrieve(
                              hand_on=hand_on, background=own_memories)
     raw = raw_scores[0][1] if raw_scores else 0.0
     if folders:
+        background = background_of([s for _, s in raw_scores])
         # a folder of a kind yields when the question is about something no instance holds (retrieval/boost.py)
-        elsewhere = None
-        if typed_query.boost_good is None and raw_scores:
-            elsewhere = asked_elsewhere(store, tenant, vector, folders, inside, candidates, raw_scores, search_roots, trace)
+        elsewhere = None if typed_query.boost_good is not None else asked_elsewhere(
+            store, tenant, vector, folders, inside, candidates, background, search_roots, trace)
         candidates = merge_boosted(candidates, inside, folders, typed_query.boost, hand_on, trace, typed_query.boost_good,
-                                   background_of([s for _, s in raw_scores]),
-                                   best=raw if raw_hybrid != hybrid else None, elsewhere=elsewhere)
+                                   background, best=raw if raw_hybrid != hybrid else None, elsewhere=elsewhere)
     if own_memories and request.user:
         # memories compete with the whole tenant's matches, on the scale of its search (a boosted
         # query's own raw scores above are the folder's scale: one more quick search when they differ)

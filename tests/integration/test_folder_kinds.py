@@ -207,16 +207,18 @@ def test_on_a_narrow_score_scale_a_stale_instance_yields_only_to_a_page_of_no_ki
 
     jira = (f"{KB}/integrations/jira",)
     inside = [cand("integrations/jira/troubleshooting.md", 0.77), cand("integrations/jira/setup.md", 0.76)]
-    raw = [(f"{KB}/p{n}", 0.84 - 0.006 * n) for n in range(10)]  # the 10th: 0.786
+    from cairn.retrieval.memories import background_of
+
+    background = background_of([0.84 - 0.006 * n for n in range(10)])  # the query's 10th match: 0.786
     audit = [cand("admin/audit-log.md", 0.84), cand("admin/roles.md", 0.8)]
-    why = asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, inside, audit, raw, ["cairn://resources"])
+    why = asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, inside, audit, background, ["cairn://resources"])
     assert why is not None and f"{KB}/admin/audit-log.md, lies in no folder of a kind" in why
     merged = merge_boosted(audit, inside, jira, 0.41, 10, ThinkingTrace(), best=0.84, elsewhere=why)
     assert [c.uri for c in merged] == [f"{KB}/admin/audit-log.md", f"{KB}/admin/roles.md"]
     assert merge_boosted(audit, inside, jira, 0.41, 10, ThinkingTrace(), best=0.84)[0].uri == inside[0].uri  # before
     github = [cand("integrations/github/setup.md", 0.84), *audit]
-    assert asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, inside, github, raw, ["cairn://resources"]) is None
-    nothing = asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, [], audit, raw, ["cairn://resources"])
+    assert asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, inside, github, background, ["cairn://resources"]) is None
+    nothing = asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, [], audit, background, ["cairn://resources"])
     assert nothing is not None and nothing.startswith("nothing inside passes the score threshold")
     above = [cand("integrations/jira/troubleshooting.md", 0.8)]
-    assert asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, above, audit, raw, ["cairn://resources"]) is None
+    assert asked_elsewhere(store, "t", [1.0, 0.0, 0.0, 0.0], jira, above, audit, background, ["cairn://resources"]) is None

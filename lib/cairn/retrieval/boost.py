@@ -61,8 +61,7 @@ def under_any(uri: str, folders: tuple[str, ...]) -> bool:
 
 def asked_elsewhere(
     store: VectorStore, tenant: str, vector: list[float], folders: tuple[str, ...], inside: Sequence[Candidate],
-    everywhere: Sequence[Candidate], raw_scores: Sequence[tuple[str, float]], roots: Sequence[str],
-    trace: ThinkingTrace | None = None,
+    everywhere: Sequence[Candidate], background: float | None, roots: Sequence[str], trace: ThinkingTrace | None = None,
 ) -> str | None:
     """Why a boosted folder *of a kind* does not rank first for this query, or None when it does.
 
@@ -74,10 +73,9 @@ def asked_elsewhere(
     ("how long is that history kept?", asked about the audit log two turns after naming Jira).
     ``everywhere``: the whole tenant's matches (the best page among them is the one looked at: a
     folder's summary answers nothing, and multilingual-e5 ranks the named folder's summary first);
-    ``raw_scores``: the query's own scores anywhere, best first, on the scale of ``inside``. One
-    batched search and one fetch (:func:`.kinds.folder_kinds`), only when the rest holds; ``trace``
+    ``background``: the query's (:func:`.memories.background_of` its own raw scores anywhere, on the
+    scale of ``inside``; None: no raw scores, nothing to judge by). One batched search and one fetch (:func:`.kinds.folder_kinds`), only when the rest holds; ``trace``
     counts them."""
-    background = background_of([s for _, s in raw_scores])
     best_inside = max((finite(c.score) for c in inside), default=0.0)
     pages = [c for c in everywhere if c.record.level is Level.DETAIL]
     if background is None or best_inside >= background or not pages:
