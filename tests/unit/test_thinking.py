@@ -207,6 +207,25 @@ def test_two_near_best_leaves_move_the_query(tmp_path):
     assert trace.stats.vector_calls == 2
 
 
+def test_one_clear_winner_moves_the_query_less_than_leaves_that_agree(tmp_path):
+    # a question with two answers on different pages: the winner (0.6), the other answer (0.45) and a
+    # page close to the winner that matches the question less (0.35). At full weight the lone winner's
+    # feedback ranked its neighbour over the second answer; at a third (1 of 3 leaves) it does not
+    winner, answer, neighbour = [0.6, 0.8, 0.0, 0.0], [0.45, 0.0, math.sqrt(1 - 0.45**2), 0.0], \
+        [0.35, 0.4, 0.0, math.sqrt(1 - 0.35**2 - 0.4**2)]
+    s = LocalVectorStore(None, dimension=4)
+    s.upsert([ContextRecord.build(tenant="t", uri=f"{ROOT}/{n}.md", level=2, vector=v)
+              for n, v in (("winner", winner), ("answer", answer), ("neighbour", neighbour))])
+    found = {}
+    for docs in (1, 3):  # one leaf of one asked for: full weight; one leaf of three: a third
+        cfg = ThinkingConfig(feedback_docs=docs, max_rounds=0)
+        cands, trace = thinking_search(s, "t", Q, [ROOT], 10, None, cfg, hybrid_text="unmatched words")
+        assert [e.kind for e in trace.events[:3]] == ["global_search", "feedback", "global_search"]
+        found[docs] = [c.record.uri.rsplit("/", 1)[-1] for c in cands]
+    assert found[1] == ["winner.md", "neighbour.md", "answer.md"]
+    assert found[3] == ["winner.md", "answer.md", "neighbour.md"]
+
+
 def test_a_folder_search_scores_its_pages_as_the_global_search_did(tmp_path):
     # b/y.md is the best keyword match inside b, not anywhere: searched inside b it keeps the share
     # of the keyword bonus the global search gave it, instead of the full bonus of b's own best

@@ -26,14 +26,18 @@ children keep their own scores (``alpha`` 1); with no sibling seen, ``alpha`` as
 Between 1 and 2, **relevance feedback** (Rocchio, on the query vector): the best
 ``feedback_docs`` leaves the global search found (over the threshold, by their fused score, and
 within ``feedback_ratio`` of the best one: a clear winner is not diluted by the runners-up) are
-averaged into the query vector with weight ``feedback_weight``, and the global
-search runs again with it; the first pool is discarded. A question phrased unlike its answer
-moves toward the vocabulary of the documents that answer it. It costs one fetch and one vector
-call; a query that found nothing over the threshold (gibberish) gets no feedback. It runs in
-hybrid searches only, where the feedback leaves were chosen by dense and keyword evidence
-together: measured on the shared collections it raised hybrid nDCG@10 on both flat document
-collections (+0.006 and +0.021), while feedback from dense-only leaves lowered one of them
-(-0.013) (benchmarks/README.md, the quality section).
+averaged into the query vector, and the global search runs again with it; the first pool is
+discarded. A question phrased unlike its answer moves toward the vocabulary of the documents that
+answer it. The centroid's weight is ``feedback_weight`` times the share of ``feedback_docs`` that
+qualified: one clear winner is weaker evidence of what the answers look like than three leaves
+that agree. At full weight, a single winner pulled a question with two answers on different pages
+("if I cancel mid-month, do I get money back?") toward the winner's neighbours, and the second
+answer fell under pages that share nothing with the question (benchmarks/README.md, session 15).
+It costs one fetch and one vector call; a query that found nothing over the threshold (gibberish)
+gets no feedback. It runs in hybrid searches only, where the feedback leaves were chosen by dense
+and keyword evidence together: measured on the shared collections it raised hybrid nDCG@10 on both
+flat document collections (+0.006 and +0.021), while feedback from dense-only leaves lowered one of
+them (-0.013) (benchmarks/README.md, the quality section).
 """
 
 from __future__ import annotations
@@ -219,9 +223,11 @@ class _Search:
         if not recs:
             return False
         centroid = _unit(np.asarray([r.vector for r in recs], dtype=np.float32)).mean(axis=0)
-        self.qvec = _unit(self.qvec + self.cfg.feedback_weight * centroid)
+        weight = self.cfg.feedback_weight * len(recs) / self.cfg.feedback_docs  # leaves that agree count more
+        self.qvec = _unit(self.qvec + weight * centroid)
         self.vector = self.qvec.tolist()
-        self.trace.add("feedback", detail=f"query moved toward {len(recs)} leaves: {', '.join(r.uri for r in recs)}")
+        self.trace.add("feedback", detail=f"query moved toward {len(recs)} leaves with weight {weight:.2f}: "
+                                          f"{', '.join(r.uri for r in recs)}")
         self.pool.clear()
         self.frontier.clear()
         self.dir_scores.clear()
