@@ -32,7 +32,7 @@ answer it. The centroid's weight is ``feedback_weight`` times the share of ``fee
 qualified: one clear winner is weaker evidence of what the answers look like than three leaves
 that agree. At full weight, a single winner pulled a question with two answers on different pages
 ("if I cancel mid-month, do I get money back?") toward the winner's neighbours, and the second
-answer fell under pages that share nothing with the question (benchmarks/README.md, session 15).
+answer fell under pages that do not answer it (benchmarks/README.md, session 15).
 It costs one fetch and one vector call; a query that found nothing over the threshold (gibberish)
 gets no feedback. It runs in hybrid searches only, where the feedback leaves were chosen by dense
 and keyword evidence together: measured on the shared collections it raised hybrid nDCG@10 on both
@@ -75,7 +75,7 @@ class ThinkingConfig:
     patience: int = 3
     # relevance feedback after the global search (0 docs: off); see the module doc
     feedback_docs: int = 3
-    feedback_weight: float = 1.0
+    feedback_weight: float = 1.0  # with all feedback_docs leaves qualifying; fewer leaves, that share of it
     feedback_ratio: float = 0.9  # a feedback leaf scores at least this share of the best leaf's score
     # what one expansion searches: a directory's children, or its whole subtree
     # (one call reaches leaves at any depth; the directories below are then not expanded again)
