@@ -2,8 +2,10 @@
 
 The scifact corpus is ingested once (documents embedded through the benchmark's embedding cache,
 so a rerun skips the model for texts it saw); then each scifact test query is asked in process
-and through the server with cairn.client, with 1 and with 8 concurrent clients. Also: seconds
-from `cairn serve` start (a fresh process: imports, model, store) to its first answer.
+and through the server with cairn.client, with 1 and with 8 concurrent clients; then one client
+asks them again, paced, while another ingests a bulk of new documents through the same server
+process (a search must not wait for the ingest). Each phase starts with an empty query cache.
+Also: seconds from `cairn serve` start (a fresh process: imports, model, store) to its first answer.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +33,8 @@ from .metrics import percentiles
 SUITE = "serve"
 ROOT = "cairn://resources/scifact"
 LIMIT = 10
+BULK_DOCS = 300  # the ingest the searches run beside: scifact abstracts, rewritten, under another root
+PACE_S = 0.1  # the searching client's pause between questions during the ingest
 
 
 def run(data: Path, limit_queries: int | None = None) -> dict:
@@ -38,22 +43,36 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
     docs = [Document(path=(d["_id"],), text=d["text"] or d["title"], title=d["title"]) for d in ds.corpus]
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
-        cached = Services(Settings(home=home), embedder=CachedEmbedder(LocalEmbedder()), reranker=None)
-        cached.cairn("default").ingestor().ingest(docs, ROOT)
-        services = Services(Settings(home=home), embedder=LocalEmbedder(), reranker=None)  # queries: the real model
-        cairn = services.cairn("default")
+        model = LocalEmbedder()
+        vectors = CachedEmbedder(model)
+        vectors.name = model.name  # the model's own vectors: the index answers the real model's queries below
+        Services(Settings(home=home), embedder=vectors, reranker=None).cairn("default").ingestor().ingest(docs, ROOT)
+        vectors.save()
+
+        def fresh() -> Services:
+            """Services over the home with an embedder of its own: its query cache starts empty, so
+            no phase answers from the vectors of the questions an earlier phase asked."""
+            return Services(Settings(home=home), embedder=LocalEmbedder(), reranker=None)
+
+        cairn = fresh().cairn("default")
         cairn.find("warm up")
         in_process = _timed(lambda q: cairn.find(q, limit=LIMIT), queries, 1)
-        with running(services) as url:
-            with CairnClient(url) as client:
-                client.find("warm up")
-                one = _timed(lambda q: client.find(q, limit=LIMIT), queries, 1)
+        with running(fresh()) as url, CairnClient(url) as client:
+            client.find("warm up")
+            one = _timed(lambda q: client.find(q, limit=LIMIT), queries, 1)
+        with running(fresh()) as url:
             clients = [CairnClient(url) for _ in range(8)]
             try:
+                clients[0].find("warm up")
                 eight = _timed(lambda q, n=iter(range(10**9)): clients[next(n) % 8].find(q, limit=LIMIT), queries, 8)
             finally:
                 for c in clients:
                     c.close()
+        # new text (the sentences in reverse order), so the server embeds every page of the bulk
+        bulk = [{"path": f"{d.path[0]}.txt", "text": " ".join(reversed(d.text.split(". "))), "title": d.title}
+                for d in docs[-BULK_DOCS:]]
+        with running(fresh()) as url:
+            during = _during_ingest(url, queries, bulk)
         first = _first_answer(home)
     p50 = in_process["p50_ms"]
     return {
@@ -62,6 +81,7 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
         "in_process_find": in_process,
         "serve_1_client": {**one, "p50_ratio_to_in_process": round(one["p50_ms"] / p50, 2)},
         "serve_8_clients": {**eight, "p50_ratio_to_in_process": round(eight["p50_ms"] / p50, 2)},
+        "serve_1_client_during_bulk_ingest": during,
         "serve_start_to_first_answer_s": first,
         "machine": f"{os.cpu_count()} cores",
     }
@@ -81,6 +101,36 @@ def _timed(ask, queries: list[str], workers: int) -> dict:
     wall = time.perf_counter() - started
     pct = percentiles(latencies)
     return {**pct, "queries_per_s": round(len(queries) / wall, 1)}
+
+
+def _during_ingest(url: str, queries: list[str], bulk: list[dict]) -> dict:
+    """One client's /v1/find latencies while another client's PUT /v1/documents of ``bulk`` runs
+    in the same server process. The client asks every ``PACE_S`` (an agent's turns), each
+    question once, until the ingest ends."""
+    done = threading.Event()
+    ingest: dict = {}
+
+    def put() -> None:
+        t0 = time.perf_counter()
+        with CairnClient(url, retries=0, timeout_s=3600) as writer:
+            ingest["documents"] = writer.put_documents("cairn://resources/scifact-copy", bulk).documents
+        ingest["seconds"] = round(time.perf_counter() - t0, 1)
+        done.set()
+
+    thread = threading.Thread(target=put)
+    latencies: list[float] = []
+    with CairnClient(url, retries=0) as client:
+        client.find("warm up")
+        thread.start()
+        for q in queries:
+            if done.wait(PACE_S):
+                break
+            t0 = time.perf_counter()
+            client.find(q, limit=LIMIT)
+            latencies.append((time.perf_counter() - t0) * 1000)
+    thread.join()
+    return {**percentiles(latencies), "max_ms": round(max(latencies, default=0.0), 1), "searches": len(latencies),
+            "ingest_documents": ingest["documents"], "ingest_s": ingest["seconds"]}
 
 
 def _first_answer(home: Path) -> float:

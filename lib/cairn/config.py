@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 from .text.languages import LANGUAGES, check
@@ -305,6 +305,15 @@ class Settings(_Settings):
         for tenant, limits in value.items():
             parse_limits(limits, setting=f"the limits of tenant {tenant!r} (CAIRN_TENANT_RATE_LIMITS)")
         return value
+
+    @model_validator(mode="after")
+    def _local_store_in_home(self) -> Settings:
+        """A local store given no path of its own lives in the home, as the sessions and the
+        contents do: ``Settings(home=h)`` keeps everything under ``h`` (before, the store stayed in
+        ``./.cairn/store`` whatever the home)."""
+        if isinstance(self.store, LocalStoreSettings) and "path" not in self.store.model_fields_set:
+            object.__setattr__(self, "store", self.store.model_copy(update={"path": self.home / "store"}))
+        return self
 
     # how long search() waits for that workflow (StartSyncExecution's read timeout): longer than the
     # state machine's TimeoutSeconds (25), shorter than the api function's timeout (29)

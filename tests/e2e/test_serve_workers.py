@@ -1,5 +1,6 @@
-"""`cairn serve --workers 2` as a user runs it: two processes on one home and one port, warm
-before they answer; a document written through one is found through every request after it."""
+"""`cairn serve --workers N` as a user runs it: two processes on one home and one port, warm
+before they answer; a document written through one is found through every request after it; a
+process answers searches while a bulk ingest it received still runs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,3 +57,104 @@ def test_a_negative_worker_count_is_refused_with_what_is_allowed(tmp_path):
     out = subprocess.run([sys.executable, "-m", "cairn.cli", "--home", str(tmp_path), "serve", "--workers", "-1"],
                          capture_output=True, text=True, timeout=120, env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"))
     assert out.returncode != 0 and "--workers -1" in out.stderr and "0 for one per core" in out.stderr
+
+
+OTHER_KEY = "globex-key-0123456789abcdef"
+OTHER_DOC = {"path": "parking.md", "text": "# Parking\n\nGlobex staff park in garage B, level two."}
+
+
+@pytest.fixture(scope="module")
+def one_worker(tmp_path_factory):
+    """One worker, so every request below reaches the same process."""
+    home = tmp_path_factory.mktemp("one-worker")
+    keys = home / "keys.json"
+    keys.write_text(json.dumps({KEY: "acme", OTHER_KEY: "globex"}))
+    with cairn_serve(home / "home", keys, workers=1) as (_, url):
+        with CairnClient(url, KEY, retries=0) as client:
+            client.put_documents(ROOT, HANDBOOK_DOCS)
+        with CairnClient(url, OTHER_KEY, retries=0) as client:
+            client.put_documents(ROOT, [OTHER_DOC])
+        yield url
+
+
+def _long_documents(n: int) -> list[dict[str, str]]:
+    """``n`` pages of a few thousand characters each: an ingest of them runs for seconds."""
+    return [{"path": f"archive/team{i % 5}/minutes-{i}.md",
+             "text": f"# Meeting minutes {i}\n\n" + " ".join(
+                 f"Item {j}: the team reviewed the rollout of release {i}.{j} and agreed on the next step for ticket {i * 31 + j}."
+                 for j in range(25))} for i in range(n)]
+
+
+def test_a_search_is_answered_while_a_bulk_ingest_runs_in_the_same_process(one_worker):
+    """The searches are answered while the ingest still runs (before, each waited for all of it)."""
+    url, ingest = one_worker, {}
+
+    def bulk() -> None:
+        with CairnClient(url, KEY, retries=0, timeout_s=600) as writer:
+            ingest["summary"] = writer.put_documents("cairn://resources/archive", _long_documents(40))
+        ingest["done"] = time.monotonic()
+
+    thread = threading.Thread(target=bulk)
+    thread.start()
+    time.sleep(1.0)  # the ingest is under way
+    answered = []
+    with CairnClient(url, KEY, retries=0) as reader:
+        for _ in range(5):
+            found = reader.find("how long until my refund reaches the card?", limit=3)
+            assert found.resources[0].uri == f"{ROOT}/billing/refunds.md"
+            answered.append(time.monotonic())
+    thread.join(timeout=600)
+    assert ingest["summary"].documents == 40
+    assert max(answered) < ingest["done"], "the searches waited for the ingest to finish"
+
+
+def test_agents_chatting_remembering_and_writing_side_by_side_lose_nothing(one_worker):
+    """Three chats, two users' memories, a writer and another tenant's searches at once through one
+    process: every answer is a success and the caller's own (tenant, user), every message is kept
+    in order, every memory and document is there after."""
+    url, failures = one_worker, []
+
+    def chat(user: str) -> None:
+        with CairnClient(url, KEY, retries=0) as client:
+            sid = client.create_session(user=user).id
+            for i in range(8):
+                client.append_message(sid, "user", f"{user} asks question {i} about refunds")
+                found = client.search("how long until my refund reaches the card?", session_id=sid, limit=3)
+                assert any(r.uri == f"{ROOT}/billing/refunds.md" for r in found.resources)
+            said = [m.content for m in client.get_session(sid, recent=100).recent]
+            assert said == [f"{user} asks question {i} about refunds" for i in range(8)]
+
+    def remember(user: str) -> None:
+        with CairnClient(url, KEY, retries=0) as client:
+            for i in range(10):
+                client.remember(f"{user} prefers option {i}", "preferences", user=user, key=f"pref-{i}")
+            listed = client.list_memories(user).memories
+            assert {f"pref-{i}" for i in range(10)} <= {m.uri.rsplit("/", 1)[-1] for m in listed}
+            assert all(m.text.startswith(user) for m in listed), [m.text for m in listed]
+
+    def write() -> None:
+        with CairnClient(url, KEY, retries=0) as client:
+            for i in range(8):
+                client.put_documents("cairn://resources/notices", [{"path": f"n{i}.md", "text": f"# Notice {i}\n\nThe lift in block {i} is serviced."}])
+            names = {c.uri.rsplit("/", 1)[-1] for c in client.tree("cairn://resources/notices").children}
+            assert names == {f"n{i}.md" for i in range(8)}
+
+    def other_tenant() -> None:
+        with CairnClient(url, OTHER_KEY, retries=0) as client:
+            for _ in range(20):
+                found = [r.uri.rsplit("/", 1)[-1] for r in client.find("where can staff leave the car?", limit=3).resources]
+                assert found[:1] == ["parking.md"] and "refunds.md" not in found, found
+
+    def run(job: Callable[..., None], *args: str) -> None:
+        try:
+            job(*args)
+        except Exception as exc:  # noqa: BLE001 (reported below, with the job that failed)
+            failures.append(f"{job.__name__}{args}: {exc!r}")
+
+    jobs = [(chat, "ann"), (chat, "bob"), (chat, "carol"), (remember, "ann"), (remember, "dave"), (write,), (other_tenant,)]
+    threads = [threading.Thread(target=run, args=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert failures == []

@@ -1,6 +1,8 @@
 """The embedded model on every core: a pool of single-thread sessions gives the vectors one
 session gives, a large call is split over the pool, a repeated query is not embedded again, and
-the pool is sized to the process's share of the cores."""
+the pool is sized to the process's share of the cores; a query does not wait for an ingest's batches."""
+
+import threading
 
 import numpy as np
 import pytest
@@ -36,3 +38,18 @@ def test_each_process_gets_its_share_of_the_cores(monkeypatch, processes, expect
     monkeypatch.setenv("CAIRN_PROCESSES", processes)
     assert local.usable_cores() == expected
     assert LocalEmbedder()._sessions == expected
+
+
+def test_a_query_is_embedded_while_an_ingest_holds_every_session():
+    """A search answered while the process ingests: the ingest's batches keep every bulk session
+    busy, and the query's vector still comes (before, it waited for one of them)."""
+    emb = LocalEmbedder(sessions=2)
+    bulk = local._pool(2, 1, "bulk")
+    got: dict[str, np.ndarray] = {}
+    with bulk.lend(), bulk.lend():  # what an ingest's two batch threads hold between batches
+        asker = threading.Thread(target=lambda: got.setdefault("query", emb.embed_query("can I park my car here?")))
+        asker.start()
+        asker.join(timeout=60)
+        assert "query" in got, "the query waited for the ingest's sessions"
+    assert np.allclose(got["query"], LocalEmbedder(threads=1).embed(["can I park my car here?"])[0], atol=1e-5)
+    assert emb.embed(TEXTS).shape == (len(TEXTS), local.DIMENSION)  # and the ingest's sessions serve it after

@@ -25,6 +25,7 @@ from cairn.config import (
     load_settings,
 )
 from cairn.errors import MissingExtra
+from cairn.ingest import Document
 from cairn.ratelimit import Limit
 from cairn.requests import FindRequest
 from cairn.services import Services
@@ -139,3 +140,17 @@ def test_a_tenants_planner_scopes_with_that_tenants_own_folders(tmp_path, embedd
     acme, globex = services.planner("acme"), services.planner("globex")
     assert acme is services.planner("acme") and acme is not globex
     assert acme.resolver.names.tenant == "acme" and globex.resolver.names.tenant == "globex"
+
+
+def test_a_home_given_in_python_holds_the_store_as_the_cli_home_does(tmp_path, monkeypatch, embedder):
+    """``Settings(home=h)`` keeps the local store in ``h`` (it stayed in ./.cairn/store, so two
+    homes shared one index); a store path given on its own is kept."""
+    monkeypatch.chdir(tmp_path)
+    a, b = Settings(home=tmp_path / "a"), Settings(home=tmp_path / "b")
+    root = "cairn://resources/handbook"
+    Services(a, embedder=embedder).cairn("default").ingestor().ingest(
+        [Document(path=("parking.md",), text="# Parking\n\nStaff park in garage B.")], root)
+    assert Services(a, embedder=embedder).store.count("default") > 0
+    assert Services(b, embedder=embedder).store.count("default") == 0
+    assert not (tmp_path / ".cairn").exists()
+    assert Settings(home=tmp_path / "c", store=LocalStoreSettings(path=tmp_path / "kept")).store.path == tmp_path / "kept"

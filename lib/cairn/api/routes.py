@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import threading
 import time
 import uuid
 from typing import Annotated, Any
@@ -64,13 +65,43 @@ RETRY_AFTER_S = 1
 PUBLIC_ROUTES = frozenset({"/v1/health", "/v1/openapi.json"})
 
 
+class ThreadResolver(APIGatewayHttpResolver):
+    """Powertools' HTTP API resolver with the event being answered kept per thread.
+
+    Powertools keeps the current event on its base class (``BaseRouter.current_event``), shared by
+    every resolver in the process: two requests answered at once on two threads would route, authorise
+    and read each other's event (another path, another caller). Here each thread reads the event it is
+    resolving. A resolver's ``context`` is still its own, so one thread uses one resolver at a time
+    (``cairn serve`` keeps one per thread; a Lambda instance answers one event at a time)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._answering = threading.local()
+        super().__init__(**kwargs)
+
+    @property
+    def current_event(self) -> Any:
+        return getattr(self._answering, "event", None)
+
+    @current_event.setter
+    def current_event(self, value: Any) -> None:
+        self._answering.event = value
+
+    def resolve(self, event: Any, context: Any) -> dict[str, Any]:
+        raw = event.raw_event if hasattr(event, "raw_event") else event
+        self.current_event = self._to_proxy_event(raw)
+        try:
+            return super().resolve(event, context)
+        finally:
+            self.current_event = None
+
+
 def build_app(services: Services, authorizer: AuthorizerConfig | None = None) -> APIGatewayHttpResolver:
     """The ``/v1`` API over ``services``: one resolver, shared by the API Lambda and ``cairn serve``.
 
     Each route translates its request and calls one method of the application layer
     (:class:`~cairn.app.Application`) with the caller's principal; it decides nothing itself."""
     authorizer = authorizer or AuthorizerConfig()
-    app = APIGatewayHttpResolver(enable_validation=True)
+    app = ThreadResolver(enable_validation=True)
     ops = services.application
 
     def caller() -> Principal:

@@ -7,9 +7,14 @@ names the tenant — and optionally the end user — and is written where API Ga
 authorizer writes its context. Without keys the server serves one tenant (the settings') and
 refuses to listen on anything but loopback.
 
-Requests are resolved one at a time per process (Powertools' resolver keeps the current event
-on the class); the event loop stays free, so a slow request delays others but never drops them.
-So ``cairn serve --workers N`` (default: one per core) runs N processes on one listening socket
+A process answers several requests side by side, each on a thread of its own with a resolver
+of its own (the resolver keeps the request's route and body on itself, and the event it answers
+per thread: :class:`~cairn.api.routes.ThreadResolver`): up to ``REQUEST_THREADS``
+at once, and operations that may run for minutes (an ingest, a delete of documents, a commit, an
+erase: :func:`long_running`) in a lane of ``LONG_THREADS`` threads beside them, so a bulk ingest
+never holds up a search that reached the same process (before, one did for the whole ingest: 39 s
+for a 200-document ``PUT``, benchmarks/README.md). ``cairn serve --workers N`` (default: one per
+core) runs N processes on one listening socket
 (uvicorn's supervisor; it restarts a worker that dies), all on the same home: the embedded
 store's writes are serialised by its file lock and every process sees every commit. Each worker
 sizes the embedder to its share of the cores (``CAIRN_PROCESSES``). A process loads the model,
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import ipaddress
 import json
 import logging
@@ -31,6 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl
@@ -43,6 +50,8 @@ from .routes import PUBLIC_ROUTES, build_app, resolve
 
 MAX_BODY_BYTES = 6 * 1024 * 1024  # API Gateway's and Lambda's request payload limit
 WORKER_SPEC = "CAIRN_SERVE_WORKER"  # how the supervisor tells its workers what to serve (JSON)
+REQUEST_THREADS = 4  # requests one process answers side by side
+LONG_THREADS = 2  # beside them, long operations (:func:`long_running`) at once; more wait their turn
 log = logging.getLogger("cairn.serve")
 
 
@@ -53,8 +62,9 @@ class LocalDoor:
         self.services = services
         self.keys = keys
         self.max_body = max_body
-        self.app = build_app(services, AuthorizerConfig())
-        self._lock = threading.Lock()
+        self._resolvers = threading.local()  # one resolver per thread: it keeps its request on itself
+        self._requests = ThreadPoolExecutor(REQUEST_THREADS, thread_name_prefix="cairn-serve")
+        self._long = ThreadPoolExecutor(LONG_THREADS, thread_name_prefix="cairn-serve-long")
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         if scope["type"] == "lifespan":
@@ -74,7 +84,9 @@ class LocalDoor:
         try:
             body = await self._body(receive)
             event = self.event(scope, body, rid)
-            response = await asyncio.to_thread(self.resolve, event)
+            lane = self._long if long_running(event) else self._requests
+            call = contextvars.copy_context().run  # the request's thread sees the loop's context, as to_thread does
+            response = await asyncio.get_running_loop().run_in_executor(lane, call, self.resolve, event)
         except CairnError as exc:
             response = _error(exc, rid)
         await _send(send, response)
@@ -123,8 +135,22 @@ class LocalDoor:
         }
 
     def resolve(self, event: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:  # the resolver keeps the current event on its class: one request at a time
-            return resolve(self.app, event, None)
+        app = getattr(self._resolvers, "app", None)
+        if app is None:  # ~4 ms, once per thread
+            app = self._resolvers.app = build_app(self.services, AuthorizerConfig())
+        return resolve(app, event, None)
+
+
+def long_running(event: dict[str, Any]) -> bool:
+    """Whether a request may run for minutes (an ingest, deleting documents, a commit that may call
+    an LLM, erasing a user): such requests share a lane of their own (module doc)."""
+    http = event["requestContext"]["http"]
+    method, path = http["method"], http["path"].rstrip("/")
+    if method == "PUT" and path == "/v1/documents":
+        return True
+    if method == "DELETE" and (path == "/v1/documents" or path.startswith("/v1/users/")):
+        return True
+    return method == "POST" and path.startswith("/v1/sessions/") and path.endswith("/commit")
 
 
 def _error(exc: CairnError, request_id: str) -> dict[str, Any]:

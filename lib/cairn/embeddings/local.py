@@ -10,6 +10,13 @@ instead of N x intra-op threads fighting over them (4 threads on 2 cores ran at 
 thread's speed with one shared 2-thread session). A large ``embed`` (ingest) splits its batches
 over every session of the pool. Sessions are built once per process and shared.
 
+**A query never waits behind an ingest.** Calls of at most :data:`CACHE_TEXTS` texts (a query,
+the evidence gate's probes, a one-page write) run on a pool of their own, so a search answered
+while the same process ingests thousands of pages takes a core's share instead of queueing for a
+session the ingest's batches keep busy (they took it back first: searches waited 0.5 s each
+during a bulk ``PUT``, benchmarks/README.md). On a busy machine that means one more thread per
+core for the time of a query; the query pool's sessions are the ones ``cairn serve`` warms.
+
 **A query is embedded once.** Short calls (up to :data:`CACHE_TEXTS` texts) go through an LRU
 cache of :data:`CACHE_SIZE` vectors keyed by text: the model does not tell queries from
 documents, so a repeated query (an agent asking again, the evidence gate's probes) costs a
@@ -23,8 +30,9 @@ import os
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -138,26 +146,34 @@ class _Pool:
         while self._claim():
             self._free.put(self._build())
 
-    def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    @contextmanager
+    def lend(self) -> Iterator[Any]:
+        """A session for the time of the block: a free one, a new one while the pool is not full,
+        else the first one given back."""
         try:
             session = self._free.get_nowait()
         except queue.Empty:
             session = self._build() if self._claim() else self._free.get()
         try:
-            return session.run(None, feeds)[0]
+            yield session
         finally:
             self._free.put(session)
 
+    def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        with self.lend() as session:
+            return session.run(None, feeds)[0]
 
-_pools: dict[tuple[int, int], _Pool] = {}
+
+_pools: dict[tuple[str, int, int], _Pool] = {}
 _pools_lock = threading.Lock()
 
 
-def _pool(sessions: int, threads: int) -> _Pool:
+def _pool(sessions: int, threads: int, lane: str = "bulk") -> _Pool:
+    """The process's pool of ``lane`` ("query": short calls, "bulk": the rest; module doc)."""
     with _pools_lock:
-        pool = _pools.get((sessions, threads))
+        pool = _pools.get((lane, sessions, threads))
         if pool is None:
-            pool = _pools[(sessions, threads)] = _Pool(sessions, threads)
+            pool = _pools[(lane, sessions, threads)] = _Pool(sessions, threads)
         return pool
 
 
@@ -188,8 +204,9 @@ class LocalEmbedder(Embedder):
         self.cache_hits = 0
 
     def warm(self) -> None:
-        """Build the sessions and run the model once (what ``cairn serve`` does before it is healthy)."""
-        _pool(self._sessions, max(1, self._threads)).fill()
+        """Build the query sessions and run the model once (what ``cairn serve`` does before it is
+        healthy); an ingest's sessions are built by the first ingest."""
+        _pool(self._sessions, max(1, self._threads), "query").fill()
         for _ in range(self._sessions):
             self._embed(["warm up"])
 
@@ -229,7 +246,8 @@ class LocalEmbedder(Embedder):
         return _plain_tokenizer()
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        tok, pool = _tokenizer(), _pool(self._sessions, max(1, self._threads))
+        lane = "query" if len(texts) <= CACHE_TEXTS else "bulk"  # a query never waits for an ingest's batch
+        tok, pool = _tokenizer(), _pool(self._sessions, max(1, self._threads), lane)
         with self._lock:  # the tokenizer's padding state is shared
             enc = tok.encode_batch([t or " " for t in texts])
         ids = np.array([e.ids for e in enc], dtype=np.int64)

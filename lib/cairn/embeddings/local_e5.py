@@ -5,7 +5,9 @@ model): nothing is downloaded, no torch, no ONNX. E5 was trained on pairs in abo
 languages (Chinese, Japanese and German among them) and embeds queries and passages with
 different prefixes (``query: `` / ``passage: ``), which the engine adds.
 Chosen with ``CAIRN_EMBEDDING_MODEL=multilingual-e5-small``; measured in benchmarks/README.md
-("Languages"). The engine is loaded once per process; its calls are serialised.
+("Languages"). The engine is loaded once per process; its calls are serialised, and a short call
+(a query, a token count) waiting for its turn goes before the waiting batches of an ingest, so a
+search answered while the process ingests waits for one batch at most (:class:`QueryFirst`).
 
 The engine exposes its SentencePiece tokenizer only as a count (``token_count``), which is enough
 for what cairn asks of a tokenizer: a context block's tokens (:meth:`LocalE5Embedder.count_tokens`)
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -30,6 +34,40 @@ DIMENSION = 384
 # what the engine's count adds to a text: <s>, the "passage:" prefix (two pieces), </s>
 _OVERHEAD = 4
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: spaces and punctuation split words, as the tokenizer's
+
+
+SHORT_CALL = 4  # texts: a call of at most this many is a query's (it goes first)
+
+
+class QueryFirst:
+    """One call of the engine at a time, short calls first: a waiting short call takes the next
+    turn before any waiting long one (an ingest's batches, which would otherwise take turn after
+    turn while a search waits)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._short_waiting = 0
+
+    @contextmanager
+    def turn(self, short: bool) -> Iterator[None]:
+        with self._cond:
+            self._short_waiting += short
+            try:
+                while self._busy or (not short and self._short_waiting):
+                    self._cond.wait()
+            finally:
+                self._short_waiting -= short
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
+_turns = QueryFirst()  # the engine is one per process, and so are its turns
 
 
 @lru_cache(maxsize=1)
@@ -46,11 +84,10 @@ class LocalE5Embedder(Embedder):
 
     def __init__(self, batch_size: int = 8) -> None:
         self.batch_size = batch_size
-        self._lock = threading.Lock()
 
     def _embed(self, texts: list[str], input_type: InputType = "document") -> np.ndarray:
         engine = _engine()
-        with self._lock:
+        with _turns.turn(short=len(texts) <= SHORT_CALL):
             vectors = engine.query(texts) if input_type == "query" else engine.passage(texts)
         return normalize(np.asarray(vectors, dtype=np.float32).reshape(len(texts), DIMENSION))
 
@@ -59,7 +96,7 @@ class LocalE5Embedder(Embedder):
         if not text:
             return 0
         engine = _engine()
-        with self._lock:
+        with _turns.turn(short=True):
             return max(engine.token_count(text) - _OVERHEAD, 0)
 
     def word_pieces(self, text: str) -> list[tuple[str, int]]:
@@ -82,6 +119,6 @@ class LocalE5Embedder(Embedder):
         if not words:
             return []
         engine = _engine()
-        with self._lock:
+        with _turns.turn(short=True):
             base = engine.token_count("a")
             return [(w, engine.token_count(f"a{sep}{w}") - base) for w, sep in words]

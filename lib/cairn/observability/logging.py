@@ -24,6 +24,7 @@ import logging
 import os
 import sys
 import threading
+from contextvars import ContextVar
 from typing import IO, Any
 
 ROOT = "cairn"
@@ -64,19 +65,27 @@ def configure_logging(
 
 
 _correlation_id: str | None = None
+_UNSET = object()
+_request_correlation: ContextVar[object] = ContextVar("cairn_correlation_id", default=_UNSET)
 
 
 def set_correlation_id(value: str | None) -> None:
     """Every log line from now on carries ``correlation_id``: the API request's id, set by the
-    door that received the request and by each workflow task from its state (None: no id). One
-    request at a time per process (a Lambda container, a ``cairn serve`` worker), so one value."""
+    door that received the request and by each workflow task from its state (None: no id).
+
+    A Lambda container serves one request at a time; a ``cairn serve`` process serves several side
+    by side, each in a context of its own (:mod:`cairn.api.server`). So the id is kept per context,
+    where it wins, and process-wide, for the lines of threads a request starts without its context
+    (the last request's id there)."""
     global _correlation_id
     _correlation_id = value
+    _request_correlation.set(value)
     pt = _powertools_logger
     if pt is None and not logging.getLogger(ROOT).handlers:
         pt = configure_logging()
     if pt is not None:
         pt.set_correlation_id(value)
+        pt.thread_safe_append_keys(correlation_id=value)  # this context's lines: its own request's id
 
 
 def set_thread_correlation_id(value: str) -> None:
@@ -87,8 +96,9 @@ def set_thread_correlation_id(value: str) -> None:
 
 
 def correlation_id() -> str | None:
-    """The correlation id of the request this process is serving, if any."""
-    return _correlation_id
+    """The correlation id of the request being served in this context, if any."""
+    value = _request_correlation.get()
+    return _correlation_id if value is _UNSET else value  # type: ignore[return-value]
 
 
 class StructuredLogger:
