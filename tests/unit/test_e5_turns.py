@@ -44,5 +44,6 @@ def test_turns_give_the_vectors_of_calls_made_one_after_another():
         t.start()
     for t in threads:
         t.join(120)
+    assert sorted(results) == list(range(6))
     for i, vecs in results.items():
         assert np.allclose(vecs, alone if i % 2 else emb.embed(PAGES[i:i + 1]), atol=1e-5)

@@ -86,9 +86,8 @@ class ThreadResolver(APIGatewayHttpResolver):
     def current_event(self, value: Any) -> None:
         self._answering.event = value
 
-    def resolve(self, event: Any, context: Any) -> dict[str, Any]:
-        raw = event.raw_event if hasattr(event, "raw_event") else event
-        self.current_event = self._to_proxy_event(raw)
+    def resolve(self, event: Any, context: Any) -> dict[str, Any]:  # an API Gateway event (both doors pass its dict)
+        self.current_event = self._to_proxy_event(event)
         try:
             return super().resolve(event, context)
         finally:

@@ -22,6 +22,9 @@ from ..retry import RetryPolicy, is_retryable_cairn_error
 
 InputType = Literal["query", "document"]
 INPUT_TYPES: tuple[InputType, ...] = ("query", "document")
+# a call of at most this many texts is a query's (a search, the evidence gate's probes): the local
+# models cache it and answer it before, or beside, an ingest's batches
+QUERY_CALL_TEXTS = 4
 
 
 class Embedder(ABC):

