@@ -71,7 +71,7 @@ $(CHROMIUM):
 browser: $(CHROMIUM)
 
 test: dev $(ASL_VALIDATOR) browser lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadgroup  # every core; a module that shares one venv or server stays on one worker (xdist_group)
 
 test-unit: dev
 	$(PY) -m pytest -q -m unit
@@ -84,16 +84,17 @@ openapi: dev
 	$(PY) -c "from cairn.api import openapi_document; open('docs/openapi.json', 'w').write(openapi_document())"
 	$(PY) infra/api_events.py
 
-# docs/configuration.md: the table of environment variables, generated from cairn.config.Settings
+# docs/configuration.md: the table of environment variables, generated from cairn.core.config.Settings
 configuration: dev
-	$(PY) -c "from cairn.config_doc import write; print('docs/configuration.md', 'rewritten' if write() else 'unchanged')"
+	$(PY) -c "from cairn.core.config_doc import write; print('docs/configuration.md', 'rewritten' if write() else 'unchanged')"
 
 # the quality gate: ruff and mypy (configured in pyproject.toml, installed from the dev lock) on
 # lib/, functions/ and infra/, at zero findings; `make test` runs it first
 lint: dev
-	$(VENV)/bin/ruff check lib functions infra
+	$(VENV)/bin/ruff check lib functions infra tools
 	$(VENV)/bin/ruff check tests benchmarks --select F  # pyflakes: undefined names, unused imports and variables (one hid an assert that checked nothing)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache  # the layers (doors -> app -> engine -> ports -> core) and no import cycle
 
 # the wheel of the distribution cairn-context (imports as `cairn`; docs/ ships inside as cairn._docs)
 dist: | $(VENV)/bin/python

@@ -23,7 +23,7 @@ share of empty answers on judged turns; p50 / p95 per call. The chats of one use
 other, and each chat is committed at its end (``POST /v1/sessions/{id}/commit``): what a user said
 in an earlier chat ("we're a registered charity") is a memory in the next.
 
-Also: 1,000 random strings (``cairn.retrieval.evidence.random_strings``, a seed of its own) asked
+Also: 1,000 random strings (``cairn.engine.retrieval.evidence.random_strings``, a seed of its own) asked
 with ``find`` and ``search``: how many get any result (the target is none).
 
 A second set, ``staff`` (``benchmarks/agent_day/staff/`` and ``staff_conversations.json``: a staff
@@ -230,7 +230,7 @@ def _text(m: Any) -> str:
 
 
 def noise(client: CairnClient, n: int = NOISE) -> dict[str, int]:
-    from cairn.retrieval.evidence import random_strings
+    from cairn.engine.retrieval.evidence import random_strings
 
     texts = random_strings(n, seed=424242)
     return {

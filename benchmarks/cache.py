@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cairn.embeddings.base import Embedder
+from cairn.ports.embeddings.base import Embedder
 
 CACHE_DIR = Path(__file__).parent / "results" / "cache"
 
@@ -21,7 +21,7 @@ class CachedEmbedder(Embedder):
         self.name = f"cached-{inner.name}"
         self.dimension = inner.dimension
         self.batch_size = 4096
-        self.languages = inner.languages  # what the model covers decides the fusion (cairn.stages.retrieve)
+        self.languages = inner.languages  # what the model covers decides the fusion (cairn.engine.stages.retrieve)
         self._path = CACHE_DIR / f"{name}-{inner.name}"
         self._keys: dict[str, int] = {}
         self._vecs = np.zeros((0, inner.dimension), dtype=np.float32)

@@ -1,6 +1,6 @@
 """The shared collections, ingested once as a user would and cached on disk.
 
-Each collection is ingested through :class:`cairn.ingest.Ingestor` into a LocalVectorStore
+Each collection is ingested through :class:`cairn.engine.ingest.Ingestor` into a LocalVectorStore
 under ``benchmarks/results/cache/store-<name>-<hash>/``; the hash covers the corpus file and
 :data:`LAYOUT_VERSION`, so a change to how documents are built re-ingests. Embeddings go
 through :class:`CachedEmbedder`, so re-ingesting after a layout change costs little.
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cairn.embeddings.local import LocalEmbedder
-from cairn.ingest import Document, Ingestor
-from cairn.vectorstores.local import LocalVectorStore
+from cairn.engine.ingest import Document, Ingestor
+from cairn.ports.embeddings.local import LocalEmbedder
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .beir import BeirSet, load
 from .cache import CACHE_DIR, CachedEmbedder

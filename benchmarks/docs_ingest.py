@@ -74,23 +74,23 @@ def mixed_folder(root: Path) -> dict:
 def _child(stage: str, path: Path, work: Path) -> dict:
     import numpy as np
 
-    from cairn.ingest import Ingestor, LocalContentStore
-    from cairn.ingest.parsers.isolation import IsolatedRunner
-    from cairn.ingest.sources import read_folder, split_items
-    from cairn.vectorstores.local import LocalVectorStore
+    from cairn.engine.ingest import Ingestor, LocalContentStore
+    from cairn.engine.ingest.parsers.isolation import IsolatedRunner
+    from cairn.engine.ingest.sources import read_folder, split_items
+    from cairn.ports.vectorstores.local import LocalVectorStore
 
     files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
     wall, cpu = time.perf_counter(), time.process_time()
     if stage.startswith("parse"):
-        from cairn.ingest.parsers.isolation import RunnerPool
+        from cairn.engine.ingest.parsers.isolation import RunnerPool
 
         with (RunnerPool(workers=2) if stage == "parse_2_workers" else IsolatedRunner()) as runner:
             docs, rejected = split_items(read_folder(path, runner=runner))
         out = {"documents": len(docs), "rejected": len(rejected), "records": None}
     else:
         if stage == "ingest_with_embedding":
-            from cairn.embeddings.local import LocalEmbedder
+            from cairn.ports.embeddings.local import LocalEmbedder
 
             embedder = LocalEmbedder()
         else:

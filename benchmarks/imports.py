@@ -29,7 +29,7 @@ FORBIDDEN = ("litellm", "onnxruntime", "opensearchpy", "pinecone", "tokenizers",
 # what a handler needs at import by design: the api function is the /v1 route table on Powertools' event handler
 ALLOWED = {"api": ("aws_lambda_powertools",)}
 # reported, not forbidden
-WATCHED = FORBIDDEN + ("boto3", "botocore", "numpy", "httpx", "pydantic", "cairn.pipeline", "cairn.stages")
+WATCHED = FORBIDDEN + ("boto3", "botocore", "numpy", "httpx", "pydantic", "cairn.engine.pipeline", "cairn.engine.stages")
 
 _PROBE = """
 import importlib.util, json, sys, time

@@ -14,15 +14,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from cairn.embeddings.local import LocalEmbedder
-from cairn.ingest import (
+from cairn.engine.ingest import (
     Document,
     Ingestor,
     LocalContentStore,
     read_beir,
     split_items,
 )
-from cairn.vectorstores.local import LocalVectorStore
+from cairn.ports.embeddings.local import LocalEmbedder
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .beir import load
 from .presets import DSTC11_TITLE_RULES

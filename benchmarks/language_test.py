@@ -1,7 +1,7 @@
-"""language_test: how often the evidence gate's language test (:func:`cairn.retrieval.evidence.reads_as_language`)
+"""language_test: how often the evidence gate's language test (:func:`cairn.engine.retrieval.evidence.reads_as_language`)
 reads random letters and real questions as language, with each embedded model's vocabulary.
 
-* random strings: ``cairn.retrieval.evidence.random_strings`` with the agent_day benchmark's seed
+* random strings: ``cairn.engine.retrieval.evidence.random_strings`` with the agent_day benchmark's seed
   (424242), 3, 7 and 100-119: 23,000 strings of 1-3 words of random letters (the target is none);
 * the English chat turns of agent_day's help-centre, staff and product sets (223);
 * questions in other languages: agent_day's ``languages`` set (Chinese and German) and
@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cairn.retrieval.evidence import random_strings, reads_as_language, tokenizer_of
+from cairn.engine.retrieval.evidence import random_strings, reads_as_language, tokenizer_of
 
 from .agent_day import load
 
@@ -35,8 +35,8 @@ OTHER_LANGUAGES = (
 
 
 def run(data: Path, limit_queries: int | None = None) -> dict[str, Any]:
-    from cairn.embeddings.local import LocalEmbedder
-    from cairn.embeddings.local_e5 import LocalE5Embedder
+    from cairn.ports.embeddings.local import LocalEmbedder
+    from cairn.ports.embeddings.local_e5 import LocalE5Embedder
 
     english = [t["u"] for name in ("helpdesk", "staff", "product") for c in load(name)[1]["conversations"] for t in c["turns"]]
     other = [t["u"] for c in load("languages")[1]["conversations"] for t in c["turns"]] + list(OTHER_LANGUAGES)

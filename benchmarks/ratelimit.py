@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from cairn.api.routes import build_app, resolve
-from cairn.config import Settings
-from cairn.ratelimit import Limit, LimitPolicy, MemoryCounter, RateLimiter, SQLiteCounter
-from cairn.services import Services
+from cairn.app.services import Services
+from cairn.core.config import Settings
+from cairn.ports.ratelimit import Limit, LimitPolicy, MemoryCounter, RateLimiter, SQLiteCounter
 
 SUITE = "ratelimit"
 RUNS = 2000

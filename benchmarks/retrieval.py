@@ -14,17 +14,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cairn.embeddings.local import LocalEmbedder
-from cairn.ingest import Document, Ingestor
-from cairn.ingest.titles import DirTitleRule
-from cairn.pipeline import Cairn
-from cairn.planning.scope import FolderResolver
-from cairn.planning.session_planner import SessionRewritePlanner
-from cairn.retrieval.scope import roots_for
-from cairn.rerank import build_reranker
-from cairn.retrieval.thinking import ThinkingConfig
-from cairn.sessions import open_session_store
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.engine.ingest import Document, Ingestor
+from cairn.engine.ingest.titles import DirTitleRule
+from cairn.engine.planning.scope import FolderResolver
+from cairn.engine.planning.session_planner import SessionRewritePlanner
+from cairn.engine.retrieval.scope import roots_for
+from cairn.engine.retrieval.thinking import ThinkingConfig
+from cairn.ports.embeddings.local import LocalEmbedder
+from cairn.ports.rerank import build_reranker
+from cairn.ports.sessions import open_session_store
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .beir import BeirSet, load
 from .cache import CachedEmbedder

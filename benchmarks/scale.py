@@ -79,7 +79,7 @@ class Mixture:
 
 
 def records(texts: list[str], mix: Mixture, start: int, n: int) -> list:
-    from cairn.models import ContextRecord, Level, record_id
+    from cairn.core.models import ContextRecord, Level, record_id
 
     vecs = mix.draw(n)
     out = []
@@ -111,8 +111,8 @@ _CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 from threadpoolctl import threadpool_limits
-from cairn.vectorstores import SearchMode, VectorQuery
-from cairn.vectorstores.local import LocalVectorStore
+from cairn.ports.vectorstores import SearchMode, VectorQuery
+from cairn.ports.vectorstores.local import LocalVectorStore
 t1 = time.perf_counter()
 q = json.loads(sys.argv[2])
 with threadpool_limits(1):
@@ -125,8 +125,8 @@ print(json.dumps({"open_first_hybrid_s": round(t2 - t0, 3), "store_share_s": rou
 
 
 def measure(n: int, texts: list[str], qs: list[str], workdir: Path) -> dict:
-    from cairn.vectorstores import SearchMode, VectorQuery
-    from cairn.vectorstores.local import LocalVectorStore
+    from cairn.ports.vectorstores import SearchMode, VectorQuery
+    from cairn.ports.vectorstores.local import LocalVectorStore
 
     home = workdir / f"home-{n}"
     store = LocalVectorStore(home / "store", dimension=D)
@@ -171,7 +171,7 @@ def _cairn_find(home: Path, question: str) -> float:
     """``cairn find`` as a user runs it: a fresh process, the model, the store, the answer."""
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "cairn.cli", "--home", str(home), "find", question], capture_output=True,
+    subprocess.run([sys.executable, "-m", "cairn.cli.main", "--home", str(home), "find", question], capture_output=True,
                    text=True, check=True, env=env, timeout=600)
     return round(time.perf_counter() - t0, 2)
 

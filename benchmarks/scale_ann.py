@@ -1,4 +1,4 @@
-"""scale_ann: the local store's ANN index (faiss IVF, :mod:`cairn.vectorstores.local_ann`) against
+"""scale_ann: the local store's ANN index (faiss IVF, :mod:`cairn.ports.vectorstores.local_ann`) against
 exact search, through the store, one BLAS thread.
 
 * **Synthetic, at size** (``CAIRN_ANN_SIZES``, default ``100000,1000000``): records with vectors
@@ -29,8 +29,8 @@ CACHE = Path(__file__).parent / "results" / "cache" / "embeddings-local-minilm" 
 
 
 def _store(path: Path, vectors: np.ndarray, min_rows: int):
-    from cairn.models import ContextRecord
-    from cairn.vectorstores.local import LocalVectorStore
+    from cairn.core.models import ContextRecord
+    from cairn.ports.vectorstores.local import LocalVectorStore
 
     store = LocalVectorStore(path, dimension=D, ann_min_rows=min_rows)
     for s in range(0, len(vectors), 20_000):
@@ -46,8 +46,8 @@ def _p(samples: list[float], q: float) -> float:
 
 
 def measure(path: Path, vectors: np.ndarray, queries: np.ndarray, min_rows: int) -> dict:
-    from cairn.vectorstores import VectorQuery
-    from cairn.vectorstores.local import LocalVectorStore
+    from cairn.ports.vectorstores import VectorQuery
+    from cairn.ports.vectorstores.local import LocalVectorStore
 
     t0 = time.perf_counter()
     store = _store(path, vectors, min_rows)

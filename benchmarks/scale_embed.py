@@ -9,7 +9,7 @@
 The two set-ups alternate, twice each, in one process; the best round of each is reported.
 
 With ``CAIRN_SCALE_EMBED_DOCS=N`` (e.g. 1200) it also ingests the first N scifact documents
-through :class:`cairn.ingest.Ingestor` into a fresh local store with each set-up, alternating,
+through :class:`cairn.engine.ingest.Ingestor` into a fresh local store with each set-up, alternating,
 twice: docs/s, the share of the wall time spent embedding, and CPU seconds per wall second.
 """
 
@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cairn.embeddings.local import LocalEmbedder, usable_cores
+from cairn.ports.embeddings.local import LocalEmbedder, usable_cores
 
 from .scale import passages
 
@@ -60,8 +60,8 @@ class _Timed(LocalEmbedder):
 def _ingest_docs(data: Path, n: int) -> dict:
     import tempfile
 
-    from cairn.ingest import Document, Ingestor
-    from cairn.vectorstores.local import LocalVectorStore
+    from cairn.engine.ingest import Document, Ingestor
+    from cairn.ports.vectorstores.local import LocalVectorStore
 
     from .beir import load
 

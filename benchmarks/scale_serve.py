@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from cairn.vectorstores.local import LocalVectorStore
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .scale import BATCH, Mixture, passages, percentiles, questions, records
 
@@ -40,7 +40,7 @@ def _port() -> int:
 def _start(home: Path, workers: int, record_use: bool) -> tuple[subprocess.Popen, str]:
     port = _port()
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", CAIRN_RECORD_USE="true" if record_use else "false")
-    proc = subprocess.Popen([sys.executable, "-m", "cairn.cli", "--home", str(home), "serve", "--workers", str(workers),
+    proc = subprocess.Popen([sys.executable, "-m", "cairn.cli.main", "--home", str(home), "serve", "--workers", str(workers),
                              "--port", str(port)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:

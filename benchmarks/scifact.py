@@ -6,10 +6,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from cairn.embeddings.local import LocalEmbedder
-from cairn.ingest import Document, Ingestor
-from cairn.pipeline import Cairn
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.engine.ingest import Document, Ingestor
+from cairn.ports.embeddings.local import LocalEmbedder
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .beir import load
 from .metrics import evaluate, percentiles

@@ -19,12 +19,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from cairn import Cairn
 from cairn.api.server import running
+from cairn.app.services import Services
 from cairn.client import CairnClient
-from cairn.config import Settings
-from cairn.embeddings.local import LocalEmbedder
-from cairn.ingest import Document
-from cairn.services import Services
+from cairn.core.config import Settings
+from cairn.engine.ingest import Document
+from cairn.ports.embeddings.local import LocalEmbedder
 
 from .beir import load
 from .cache import CachedEmbedder
@@ -46,7 +47,7 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
         model = LocalEmbedder()
         vectors = CachedEmbedder(model)
         vectors.name = model.name  # the model's own vectors: the index answers the real model's queries below
-        Services(Settings(home=home), embedder=vectors, reranker=None).cairn("default").ingestor().ingest(docs, ROOT)
+        Cairn(Services(Settings(home=home), embedder=vectors, reranker=None), "default").ingestor().ingest(docs, ROOT)
         vectors.save()
 
         def fresh() -> Services:
@@ -54,7 +55,7 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
             no phase answers from the vectors of the questions an earlier phase asked."""
             return Services(Settings(home=home), embedder=LocalEmbedder(), reranker=None)
 
-        cairn = fresh().cairn("default")
+        cairn = Cairn(fresh(), "default")
         cairn.find("warm up")
         in_process = _timed(lambda q: cairn.find(q, limit=LIMIT), queries, 1)
         with running(fresh()) as url, CairnClient(url) as client:
@@ -137,7 +138,7 @@ def _first_answer(home: Path) -> float:
     """`cairn serve` in a fresh process: seconds from the command to its first /v1/find answer."""
     port = "18765"
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "cairn.cli", "--home", str(home), "serve", "--port", port],
+    proc = subprocess.Popen([sys.executable, "-m", "cairn.cli.main", "--home", str(home), "serve", "--port", port],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with CairnClient(f"http://127.0.0.1:{port}", retries=0, timeout_s=5) as client:

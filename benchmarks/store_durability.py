@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cairn.vectorstores.base import VectorQuery
-from cairn.vectorstores.local import LocalVectorStore
 from threadpoolctl import threadpool_limits
+
+from cairn.ports.vectorstores.base import VectorQuery
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .stores import DIM, ROOT, synthetic
 

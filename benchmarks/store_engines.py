@@ -40,12 +40,12 @@ class Cairn:
     name = "cairn"
 
     def __init__(self, folder: Path) -> None:
-        from cairn.vectorstores.local import LocalVectorStore
+        from cairn.ports.vectorstores.local import LocalVectorStore
 
         self.store = LocalVectorStore(folder, dimension=DIM)
 
     def add(self, ids: list[str], vecs: np.ndarray) -> None:
-        from cairn.models import ContextRecord, ContextType, Level
+        from cairn.core.models import ContextRecord, ContextType, Level
 
         self.store.upsert([
             ContextRecord.model_construct(
@@ -57,7 +57,7 @@ class Cairn:
         ])
 
     def query(self, q: np.ndarray) -> list[str]:
-        from cairn.vectorstores.base import VectorQuery
+        from cairn.ports.vectorstores.base import VectorQuery
 
         return [h.record.id for h in self.store.query(VectorQuery(tenant="t", vector=q.tolist(), limit=10))]
 

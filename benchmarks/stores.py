@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cairn.models import ContextRecord, ContextType, Level
-from cairn.vectorstores.base import SearchMode, VectorQuery, VectorStore
-from cairn.vectorstores.local import LocalVectorStore
+
+from cairn.core.models import ContextRecord, ContextType, Level
+from cairn.ports.vectorstores.base import SearchMode, VectorQuery, VectorStore
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .metrics import percentiles
 
@@ -28,10 +29,10 @@ DIM = 384
 DIRS = 100  # records spread over cairn://resources/corpus/d0 .. d99
 ROOT = "cairn://resources/corpus"
 IMPORTS = {
-    "local": "from cairn.vectorstores.local import LocalVectorStore as S; S(None, dimension=384)",
-    "pinecone": "from cairn.vectorstores.pinecone import PineconeVectorStore as S; "
+    "local": "from cairn.ports.vectorstores.local import LocalVectorStore as S; S(None, dimension=384)",
+    "pinecone": "from cairn.ports.vectorstores.pinecone import PineconeVectorStore as S; "
                 "S(dimension=384, index_host='http://127.0.0.1:9', api_key='k')",
-    "opensearch": "from cairn.vectorstores.opensearch import OpenSearchVectorStore as S; "
+    "opensearch": "from cairn.ports.vectorstores.opensearch import OpenSearchVectorStore as S; "
                   "S(dimension=384, url='http://127.0.0.1:9')",
 }
 

@@ -15,7 +15,7 @@ DATA = Path(os.environ.get("CAIRN_DATA", REPO.parent / "shared" / "data"))
 
 @pytest.fixture(scope="session")
 def embedder():
-    from cairn.embeddings.local import LocalEmbedder
+    from cairn.ports.embeddings.local import LocalEmbedder
 
     return LocalEmbedder()
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.packaged import FunctionPool
-from tests.stack import ACCOUNT, REGION, Stack
 from tests.ports import free_port
+from tests.stack import ACCOUNT, REGION, Stack
 
 REPO = Path(__file__).resolve().parents[1]
 ASL = REPO / "infra" / "statemachine" / "retrieval.asl.json"
@@ -178,10 +178,10 @@ class Deployment:
 
         clients = {name: boto3.client(name, region_name=REGION, endpoint_url=moto_url)
                    for name in ("dynamodb", "s3", "secretsmanager", "iam", "lambda", "stepfunctions")}
-        from cairn.sessions.dynamodb import create_table
+        from cairn.ports.sessions.dynamodb import create_table
 
         create_table(clients["dynamodb"], TABLE)
-        from cairn.ratelimit import create_table as create_rate_table
+        from cairn.ports.ratelimit import create_table as create_rate_table
 
         create_rate_table(clients["dynamodb"], RATE_TABLE)
         clients["s3"].create_bucket(Bucket=BUCKET)

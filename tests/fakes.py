@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.errors import VectorStoreUnavailable
+from cairn.core.errors import VectorStoreUnavailable
 
 
 class UnavailableStore:

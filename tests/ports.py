@@ -27,7 +27,7 @@ def cairn_serve(home: Path, keys: Path, *, workers: int = 2, env: dict[str, str]
     yields the process and its base URL once it says it listens; stopped when the block ends."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cairn.cli", "--home", str(home), "serve", "--workers", str(workers), "--port", str(port),
+        [sys.executable, "-m", "cairn.cli.main", "--home", str(home), "serve", "--workers", str(workers), "--port", str(port),
          "--api-keys", str(keys)],
         stderr=subprocess.PIPE, text=True, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})},
     )

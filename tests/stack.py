@@ -275,7 +275,7 @@ _DEFAULT: list[Stack] = []
 
 
 def deployable(function: str) -> set[str]:
-    """The services (names of :class:`cairn.services.Services`) that the deployed ``function``
+    """The services (names of :class:`cairn.app.services.Services`) that the deployed ``function``
     can build in the default stack: the store only with a store layer, sessions only with a
     DynamoDB permission, content and s3 only with an S3 permission, sfn only with StartSyncExecution.
     The embedder, planner, LLM and reranker are built from settings by every function."""

@@ -19,8 +19,8 @@ from typing import Any
 
 from cairn.api import AuthorizerConfig, build_app
 from cairn.api.routes import resolve
-from cairn.services import Services
-from cairn.workflow import prepare_at_init
+from cairn.app.services import Services
+from cairn.app.workflow import prepare_at_init
 
 services = Services()  # built on the first request that needs them, then reused while warm
 app = build_app(services, AuthorizerConfig.from_env())
@@ -31,7 +31,7 @@ PREPARED = ("settings", "sfn", "sessions", "content", "store", "embedder", "limi
 
 def prepare() -> list[str]:
     """Under SnapStart or provisioned concurrency, build the clients now (init, before the
-    snapshot), each on its own (:func:`cairn.workflow.prepare_at_init`), and the rate limit
+    snapshot), each on its own (:func:`cairn.app.workflow.prepare_at_init`), and the rate limit
     counters' DynamoDB client with them. Returns those built."""
     built = prepare_at_init(services, PREPARED)
     counter = services.limiter.counter if "limiter" in built else None
@@ -61,7 +61,7 @@ def emit_metrics() -> None:
     try:
         services.emit_metrics()
     except Exception as exc:  # noqa: BLE001 - metrics never fail a request; it is logged
-        from cairn.observability.logging import get_logger
+        from cairn.core.logging import get_logger
 
         get_logger("cairn.functions.api").warning("metrics not written", error=type(exc).__name__, message=str(exc)[:300])
 
@@ -74,6 +74,6 @@ def flush_uses() -> None:
         try:
             recorder.flush()
         except Exception as exc:  # noqa: BLE001 - counting use never fails a request; it is logged
-            from cairn.observability.logging import get_logger
+            from cairn.core.logging import get_logger
 
             get_logger("cairn.functions.api").warning("use counts not written", error=type(exc).__name__, message=str(exc)[:300])

@@ -3,11 +3,11 @@ EventBridge or as an S3 notification).
 
 Two kinds of upload, told apart by the key's suffix:
 
-* ``ingest/{tenant}/<name>.json`` is an ingest payload (``cairn.ingest.IngestPayload``:
+* ``ingest/{tenant}/<name>.json`` is an ingest payload (``cairn.engine.ingest.IngestPayload``:
   ``{"root_uri", "documents": [{"path", "text", "title"?, "metadata"?}]}``); the tree under
-  ``root_uri`` is made to hold exactly those documents (L0/L1/L2), embedded and upserted.
+  ``root_uri`` is made to hold exactly those documents (L0/L1/L2), embedded and upserted (:mod:`cairn.app.uploads` does the work).
 * any other key is one raw document (``ingest/acme/handbook/policy.pdf``), parsed by the parser
-  for its extension exactly as a file in a folder (:mod:`cairn.ingest.s3`; ``.jsonl`` holds
+  for its extension exactly as a file in a folder (:mod:`cairn.engine.ingest.s3`; ``.jsonl`` holds
   documents, as in a folder) and added with ``Ingestor.upsert`` at
   ``cairn://resources/<the key after the tenant>`` (``cairn://resources/handbook/policy.pdf``);
   its siblings stay, and the folders above it are re-summarised. Uploading it again replaces it
@@ -24,120 +24,16 @@ A bad payload or document is reported (and not retried); a retryable backend fai
 
 from __future__ import annotations
 
-import json
-from contextlib import nullcontext
 from typing import Any
 from urllib.parse import unquote_plus
 
-from pydantic import BaseModel, Field
-
-from cairn.errors import CairnError, IngestError, RequestError, Unavailable
-from cairn.observability.logging import get_logger
-from cairn.observability.usage import record_usage
-from cairn.retry import AwsError
-from cairn.services import Services
-from cairn.workflow import task_errors
+from cairn.app.services import Services
+from cairn.app.uploads import IngestResponse, ingest_object
+from cairn.app.workflow import task_errors
+from cairn.core.logging import get_logger
 
 log = get_logger("cairn.functions.ingest")
 services = Services()  # built on the first invocation, then reused while the container is warm
-KEY_PREFIX = "ingest/"
-MAX_OBJECT_BYTES = 50_000_000
-PAYLOAD_SUFFIX = ".json"
-DOCUMENTS_ROOT = "cairn://resources"  # a raw document goes to DOCUMENTS_ROOT/<the key after the tenant>
-
-
-class ObjectReport(BaseModel):
-    key: str
-    tenant: str | None = None
-    root_uri: str | None = None
-    documents: int = 0
-    records: int = 0
-    written: int = 0
-    removed: int = 0
-    rejected: list[str] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)
-    error: dict[str, Any] | None = None
-
-
-class IngestResponse(BaseModel):
-    objects: list[ObjectReport] = Field(default_factory=list)
-
-
-def tenant_of_key(key: str) -> str:
-    parts = key.split("/")
-    if len(parts) < 3 or parts[0] + "/" != KEY_PREFIX or not parts[1]:
-        raise RequestError(f"object key {key!r} is not under {KEY_PREFIX}<tenant>/; upload to {KEY_PREFIX}<tenant>/<name>.json "
-                           f"(a payload) or {KEY_PREFIX}<tenant>/<folder>/<document> (a PDF, a Markdown file, ...)")
-    return parts[1]
-
-
-def _read(bucket: str, key: str) -> Any:
-    try:
-        obj = services.s3.get_object(Bucket=bucket, Key=key)
-        if int(obj.get("ContentLength") or 0) > MAX_OBJECT_BYTES:
-            raise RequestError(f"s3://{bucket}/{key} is larger than {MAX_OBJECT_BYTES:,} bytes; split it")
-        raw = obj["Body"].read()
-    except CairnError:
-        raise
-    except Exception as exc:  # botocore: a deleted object is reported, a throttled read retried
-        aws = AwsError.of(exc)
-        if aws.retryable or not aws.code:
-            raise Unavailable(f"s3://{bucket}/{key} could not be read now ({aws.code or type(exc).__name__}); retrying") from None
-        raise RequestError(f"s3://{bucket}/{key} could not be read: {aws.code} {aws.message}".strip()) from None
-    try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise RequestError(f"s3://{bucket}/{key} is not a JSON ingest payload: {reason}") from None
-
-
-def _ingest_document(ingestor: Any, bucket: str, key: str, report: ObjectReport) -> Any:
-    """One raw document (any key but a ``.json`` payload), parsed by its extension and upserted at
-    ``DOCUMENTS_ROOT/<the key after the tenant>``; None when it was not ingested (``report`` says why)."""
-    from cairn import uri as uris
-    from cairn.ingest import split_items
-    from cairn.ingest.parsers.isolation import IsolatedRunner
-    from cairn.ingest.s3 import read_object
-
-    *folders, name = key.split("/")[2:]
-    report.root_uri = uris.join(DOCUMENTS_ROOT, *folders)
-    with IsolatedRunner(ingestor.limits) if ingestor.isolate_parsers else nullcontext() as runner:
-        docs, rejected = split_items(read_object(services.s3, bucket, key, (name,), limits=ingestor.limits, runner=runner))
-    report.rejected = [f"{r.source}: {r.reason}" for r in rejected]
-    if not docs:
-        reason = "; ".join(r.reason for r in rejected) or "it holds no document"
-        raise IngestError(f"s3://{bucket}/{key} was not ingested: {reason}")
-    return ingestor.upsert(docs, report.root_uri)
-
-
-def ingest_object(bucket: str, key: str) -> ObjectReport:
-    from cairn.ingest import IngestPayload
-
-    report = ObjectReport(key=key)
-    try:
-        report.tenant = tenant_of_key(key)
-        if key.endswith("/"):  # a "folder" made in the console: nothing to read
-            report.warnings.append("a folder marker (the key ends with '/'); nothing to ingest")
-            return report
-        if key.lower().endswith(PAYLOAD_SUFFIX):
-            payload = IngestPayload.parse(_read(bucket, key))
-            report.root_uri = payload.root_uri
-            ingestor = services.cairn(report.tenant).ingestor()
-            done = ingestor.ingest(payload.to_documents(), payload.root_uri)
-        else:
-            done = _ingest_document(services.cairn(report.tenant).ingestor(), bucket, key, report)
-    except CairnError as exc:
-        if exc.retryable:
-            raise
-        log.warning("ingest rejected", key=key, error=exc.code, message=exc.message)
-        report.error = exc.to_dict()
-        return report
-    report.documents, report.records, report.written, report.removed = done.documents, done.records, done.written, done.removed
-    record_usage(report.tenant, "ingest_s3", documents=done.documents, records=done.records, embedded_texts=done.embedded,
-                 written=done.written, removed=done.removed)  # + the embedder's and summarizer's tokens
-    report.rejected += [f"{r.source}: {r.reason}" for r in done.rejected]
-    report.warnings = list(done.warnings)
-    return report
 
 
 def objects_of(event: Any) -> list[tuple[str, str]]:
@@ -169,5 +65,5 @@ def handler(event: Any, context: Any = None) -> dict[str, Any]:
         log.warning("ingest event holds no S3 object; skipped", event_type=type(event).__name__)
     with task_errors():
         for bucket, key in objects:
-            response.objects.append(ingest_object(bucket, key))
+            response.objects.append(ingest_object(services, bucket, key))
     return response.model_dump()

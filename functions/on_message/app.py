@@ -25,18 +25,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cairn import workflow
-from cairn.errors import CairnError, RequestError
-from cairn.observability.logging import get_logger, set_thread_correlation_id
-from cairn.requests import MAX_QUERY_CHARS, FindRequest
-from cairn.services import Services
+from cairn.app import workflow
+from cairn.app.services import Services
+from cairn.core.errors import CairnError, RequestError
+from cairn.core.logging import get_logger, set_thread_correlation_id
+from cairn.core.requests import MAX_QUERY_CHARS, FindRequest
 
 log = get_logger("cairn.functions.on_message")
 services = Services()  # built on the first invocation, then reused while the container is warm
 
 
 class StreamMessage(BaseModel):
-    """A message item as the stream's NEW_IMAGE carries it (see cairn.sessions.dynamodb)."""
+    """A message item as the stream's NEW_IMAGE carries it (see cairn.ports.sessions.dynamodb)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 

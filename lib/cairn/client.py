@@ -9,8 +9,8 @@
         print(cairn.search("how do refunds work there?", session_id=session.id).all())
 
 :class:`AsyncCairnClient` has the same methods as coroutines. Answers are the library's own
-models (:class:`~cairn.models.FindResponse`, :class:`~cairn.sessions.base.Session`, ...). An
-error answer raises the :mod:`cairn.errors` class of its family (``RequestError`` for 400,
+models (:class:`~cairn.core.models.FindResponse`, :class:`~cairn.ports.sessions.base.Session`, ...). An
+error answer raises the :mod:`cairn.core.errors` class of its family (``RequestError`` for 400,
 ``Unauthorized``, ``NotFound``, ...) with the server's message and request id. 429 and 503 are
 retried with full-jitter backoff, honouring ``Retry-After``; so are connection failures, for
 requests that are safe to repeat (every GET, and appends sent with an idempotency key).
@@ -28,12 +28,12 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from . import errors
-from .api.models import Contents, ContextAnswer, Deleted, Health, IngestSummary, Tree
-from .app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
-from .memory import CommitResult, RememberResult
-from .models import FindResponse
-from .sessions.base import Message, Session, SessionView
+from cairn.api.models import Contents, ContextAnswer, Deleted, Health, IngestSummary, Tree
+from cairn.app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
+from cairn.core import errors
+from cairn.core.models import FindResponse
+from cairn.engine.memory import CommitResult, RememberResult
+from cairn.ports.sessions.base import Message, Session, SessionView
 
 T = TypeVar("T", bound=BaseModel)
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -50,7 +50,7 @@ class ApiError(errors.CairnError):
 
 
 def error_from(response: httpx.Response) -> errors.CairnError:
-    """The :mod:`cairn.errors` exception an error answer stands for."""
+    """The :mod:`cairn.core.errors` exception an error answer stands for."""
     try:
         body = response.json()
     except ValueError:
@@ -152,7 +152,7 @@ class CairnClient:
     # ------------------------------------------------------------------ retrieval
 
     def find(self, query: str, **options: Any) -> FindResponse:
-        """``POST /v1/find``; options as :class:`~cairn.requests.FindRequest` (limit, context_type, filter, ...)."""
+        """``POST /v1/find``; options as :class:`~cairn.core.requests.FindRequest` (limit, context_type, filter, ...)."""
         method, path, body, cls = _Calls.find(query, **options)
         return self._model(cls, self._send(method, path, json=body, safe=True))  # type: ignore[return-value]
 

@@ -16,7 +16,7 @@ host can auto-approve the read-only ones. Two transports:
   ``cairn serve``) every request needs ``Authorization: Bearer <key>`` and the key names the
   tenant and, optionally, the end user — checked at the door (401) and again for each tool call.
 
-Every tool call counts against its tenant's rate limits and quotas (:mod:`cairn.ratelimit`), as
+Every tool call counts against its tenant's rate limits and quotas (:mod:`cairn.ports.ratelimit`), as
 every request of the HTTP API does; past one the tool answers an error that names the limit and
 when to retry.
 
@@ -38,12 +38,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from .errors import CairnError, RequestError, Unauthorized, require
+from cairn.core.errors import CairnError, RequestError, Unauthorized, require
 
 if TYPE_CHECKING:  # imported when used: `cairn --help` must not pay for the API's route table
-    from .api.auth import ApiKeys
-    from .app import Principal
-    from .services import Services
+    from cairn.api.auth import ApiKeys
+    from cairn.app import Principal
+    from cairn.app.services import Services
 
 NAME = "cairn"
 HTTP_PATH = "/mcp"
@@ -62,7 +62,7 @@ class McpCaller:
 
     def __init__(self, tenant: str, user: str | None = None, keys: "ApiKeys | None" = None,
                  role: str | None = None) -> None:
-        from .app import Principal
+        from cairn.app import Principal
 
         self.default = Principal.of(tenant, user, role)
         self.keys = keys
@@ -100,9 +100,9 @@ def build_server(services: "Services", *, tenant: str | None = None, user: str |
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
     from pydantic import Field
 
-    from . import __version__
-    from .api.models import MemoryPut
-    from .requests import FindRequest, parse_request
+    from cairn.api.models import MemoryPut
+    from cairn.core.distribution import __version__
+    from cairn.core.requests import FindRequest, parse_request
 
     Query = Annotated[str, Field(description="what to look for, in natural language")]
     Limit = Annotated[int | None, Field(ge=1, le=100, description="results per context type (default: the server's)")]
@@ -352,7 +352,7 @@ class KeyGate:
 def http_app(services: "Services", *, host: str = "127.0.0.1", keys: "ApiKeys | None" = None, tenant: str | None = None,
              user: str | None = None, role: str | None = None, path: str = HTTP_PATH, log_level: str = "WARNING") -> Any:
     """The streamable HTTP ASGI application (endpoint ``path``), behind the key check."""
-    from .api.server import check_bind
+    from cairn.api.server import check_bind
 
     check_bind(host, keys)
     server = build_server(services, tenant=tenant, user=user, keys=keys, role=role, log_level=log_level)
@@ -371,7 +371,7 @@ def running_http(services: "Services", *, keys: "ApiKeys | None" = None, tenant:
                  host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """The streamable HTTP server in a background thread of this process (port 0: a free one);
     yields the endpoint URL (``http://host:port/mcp``). For tests and host applications."""
-    from .api.server import in_thread
+    from cairn.api.server import in_thread
 
     app = http_app(services, host=host, keys=keys, tenant=tenant, user=user)
     with in_thread(app, host, port, name="cairn mcp") as url:
@@ -404,9 +404,9 @@ def _add_options(p: argparse.ArgumentParser) -> None:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Run ``cairn mcp`` until the host closes stdin (stdio) or Ctrl-C (HTTP)."""
-    from .api.auth import ApiKeys
-    from .config import load_settings
-    from .services import Services
+    from cairn.api.auth import ApiKeys
+    from cairn.app.services import Services
+    from cairn.core.config import load_settings
 
     require("mcp", extra="mcp", feature="cairn mcp")
     _quiet_root_logging(args.log_level.upper())

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from cairn.vectorstores.base import VectorStore
 
+from cairn.ports.vectorstores.base import VectorStore
 from tests.contract.support import DIM, is_real
 
 REAL_BACKENDS = ("pinecone-real", "opensearch-real")
@@ -25,14 +25,14 @@ BACKENDS = ("local", "pinecone-emulator", "opensearch-emulator", *REAL_BACKENDS)
 
 def _real_pinecone() -> VectorStore:
     key, host = os.environ["CAIRN_TEST_PINECONE_API_KEY"], os.environ["CAIRN_TEST_PINECONE_INDEX_HOST"]
-    from cairn.vectorstores.pinecone import PineconeVectorStore
+    from cairn.ports.vectorstores.pinecone import PineconeVectorStore
 
     return PineconeVectorStore(dimension=DIM, index_host=host, api_key=key)
 
 
 def _real_opensearch() -> VectorStore:
     url = os.environ["CAIRN_TEST_OPENSEARCH_URL"]
-    from cairn.vectorstores.opensearch import OpenSearchVectorStore
+    from cairn.ports.vectorstores.opensearch import OpenSearchVectorStore
 
     user, region = os.environ.get("CAIRN_TEST_OPENSEARCH_USER"), os.environ.get("CAIRN_TEST_OPENSEARCH_SIGV4_REGION")
     auth = "sigv4" if region else "basic" if user else "none"
@@ -80,7 +80,7 @@ def _stores(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 def _build(backend: str, request: pytest.FixtureRequest, tmp: pytest.TempPathFactory) -> VectorStore:
     if backend == "local":
-        from cairn.vectorstores.local import LocalVectorStore
+        from cairn.ports.vectorstores.local import LocalVectorStore
 
         return LocalVectorStore(tmp.mktemp("contract-local"), dimension=DIM)
     if backend == "pinecone-emulator":

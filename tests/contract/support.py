@@ -12,8 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from cairn.models import ContextRecord
-from cairn.vectorstores.base import VectorHit, VectorQuery, VectorStore
+from cairn.core.models import ContextRecord
+from cairn.ports.vectorstores.base import VectorHit, VectorQuery, VectorStore
 
 DIM = 8
 T2020 = datetime(2020, 6, 1, tzinfo=UTC).timestamp()

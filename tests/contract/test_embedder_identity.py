@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from cairn.embeddings.identity import EmbedderIdentity, check_identity
-from cairn.errors import EmbedderMismatch
-from cairn.models import ContextRecord, Level
-from cairn.vectorstores.base import VectorQuery, VectorStore
+from cairn.core.errors import EmbedderMismatch
+from cairn.core.models import ContextRecord, Level
+from cairn.ports.embeddings.identity import EmbedderIdentity, check_identity
+from cairn.ports.vectorstores.base import VectorQuery, VectorStore
 from tests.contract.support import DIM, vec
 
 
@@ -36,7 +36,7 @@ E5 = _Named("local-multilingual-e5-small", None)
 def fresh(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[VectorStore]:
     """A store of its own (an identity is per index on Pinecone and OpenSearch)."""
     if request.param == "local":
-        from cairn.vectorstores.local import LocalVectorStore
+        from cairn.ports.vectorstores.local import LocalVectorStore
 
         store: VectorStore = LocalVectorStore(tmp_path / "store", dimension=DIM)
         yield store

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from cairn.errors import FilterError, UnsupportedFilterError
-from cairn.models import ContextRecord
-from cairn.vectorstores.base import VectorStore
 
+from cairn.core.errors import FilterError, UnsupportedFilterError
+from cairn.core.models import ContextRecord
+from cairn.ports.vectorstores.base import VectorStore
 from tests.contract.support import (
     NAMES,
     T2023,

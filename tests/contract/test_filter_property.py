@@ -13,19 +13,19 @@ import uuid
 from typing import Any
 
 import pytest
-from cairn.errors import FilterError, UnsupportedFilterError
-from cairn.filters import local as local_filters
-from cairn.filters import opensearch as os_filters
-from cairn.filters import parse
-from cairn.filters import pinecone as pc_filters
-from cairn.models import ContextRecord
-from cairn.vectorstores.base import VectorQuery
-from cairn.vectorstores.local import _Columns, _PreFilter
-from cairn.vectorstores.opensearch import index_body
-from cairn.vectorstores.pinecone import record_to_metadata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cairn.core.errors import FilterError, UnsupportedFilterError
+from cairn.core.filters import local as local_filters
+from cairn.core.filters import opensearch as os_filters
+from cairn.core.filters import parse
+from cairn.core.filters import pinecone as pc_filters
+from cairn.core.models import ContextRecord
+from cairn.ports.vectorstores.base import VectorQuery
+from cairn.ports.vectorstores.local import _Columns, _PreFilter
+from cairn.ports.vectorstores.opensearch import index_body
+from cairn.ports.vectorstores.pinecone import record_to_metadata
 from tests.contract.support import DIM
 from tests.emulators import pinecone_emulator
 from tests.emulators.opensearch_index import Index

@@ -7,11 +7,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from cairn.embeddings.base import Embedder, normalize
-from cairn.errors import Forbidden
-from cairn.pipeline import Cairn
-from cairn.sessions import open_session_store
-from cairn.vectorstores import VectorStore
+from cairn import Cairn
+from cairn.core.errors import Forbidden
+from cairn.ports.embeddings.base import Embedder, normalize
+from cairn.ports.sessions import open_session_store
+from cairn.ports.vectorstores import VectorStore
 from tests.contract.support import DIM, settle
 
 pytestmark = pytest.mark.contract

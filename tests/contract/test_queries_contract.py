@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from cairn.errors import FilterError, RecordValidationError, RequestError
-from cairn.filters import ALL_OPERATORS
-from cairn.vectorstores.base import MAX_BATCH_QUERIES, SearchMode, VectorStore
-from cairn.vectorstores.fusion import fuse
 
+from cairn.core.errors import FilterError, RecordValidationError, RequestError
+from cairn.core.filters import ALL_OPERATORS
+from cairn.ports.vectorstores.base import MAX_BATCH_QUERIES, SearchMode, VectorStore
+from cairn.ports.vectorstores.fusion import fuse
 from tests.contract.support import (
     DIM,
     NAMES,
@@ -111,7 +111,7 @@ def test_hybrid_search_fuses_dense_and_keyword_scores(store: VectorStore, tenant
 
 
 def test_a_hybrid_query_can_let_the_keywords_lead(store: VectorStore, tenant: str) -> None:
-    # what a query in a language the embedder was not trained on asks for (cairn.stages.retrieve)
+    # what a query in a language the embedder was not trained on asks for (cairn.engine.stages.retrieve)
     if not store.capabilities().hybrid:
         pytest.skip(f"the {store.backend} backend declares no hybrid search")
     seed(store, tenant)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from cairn.vectorstores.base import VectorStore
 
+from cairn.ports.vectorstores.base import VectorStore
 from tests.contract.support import NAMES, build, names_of, query, seed, settle, upsert
 
 pytestmark = pytest.mark.contract

@@ -1,4 +1,4 @@
-"""docs/configuration.md lists every variable cairn reads, generated from `cairn.config.Settings`."""
+"""docs/configuration.md lists every variable cairn reads, generated from `cairn.core.config.Settings`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn import config_doc
-from cairn.config import load_settings
+from cairn.core import config_doc
+from cairn.core.config import load_settings
 
 pytestmark = pytest.mark.unit
 

@@ -24,8 +24,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .blocks import PORTS, Block, blocks, problems
 from tests.ports import free_port
+
+from .blocks import PORTS, Block, blocks, problems
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.cli import build_parser
+from cairn.cli.main import build_parser
 
 pytestmark = pytest.mark.unit
 

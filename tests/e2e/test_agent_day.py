@@ -9,13 +9,13 @@ import pytest
 
 from cairn.api import ApiKeys
 from cairn.api.server import running
+from cairn.app.services import Services
 from cairn.client import CairnClient
-from cairn.config import load_settings
-from cairn.context import token_counter
-from cairn.ingest import LocalContentStore
-from cairn.retrieval.evidence import random_strings
-from cairn.services import Services
-from cairn.vectorstores.local import LocalVectorStore
+from cairn.core.config import load_settings
+from cairn.engine.context import token_counter
+from cairn.engine.ingest import LocalContentStore
+from cairn.engine.retrieval.evidence import random_strings
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.e2e
 

@@ -15,11 +15,11 @@ from hypothesis.errors import Unsatisfiable  # noqa: E402
 
 from cairn.api import ApiKeys  # noqa: E402
 from cairn.api.server import running  # noqa: E402
+from cairn.app.services import Services  # noqa: E402
 from cairn.client import CairnClient  # noqa: E402
-from cairn.config import load_settings  # noqa: E402
-from cairn.ingest import LocalContentStore  # noqa: E402
-from cairn.services import Services  # noqa: E402
-from cairn.vectorstores.local import LocalVectorStore  # noqa: E402
+from cairn.core.config import load_settings  # noqa: E402
+from cairn.engine.ingest import LocalContentStore  # noqa: E402
+from cairn.ports.vectorstores.local import LocalVectorStore  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 

@@ -19,10 +19,10 @@ import pytest
 
 from cairn.api import ApiKeys, openapi_document
 from cairn.api.server import running
-from cairn.config import load_settings
-from cairn.ingest import LocalContentStore
-from cairn.services import Services
-from cairn.vectorstores.local import LocalVectorStore
+from cairn.app.services import Services
+from cairn.core.config import load_settings
+from cairn.engine.ingest import LocalContentStore
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run(*args, home):
     env = {**os.environ, "CAIRN_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([sys.executable, "-m", "cairn.cli.main", *args], capture_output=True, text=True, env=env, timeout=300)
 
 
 def test_ingest_then_find_prints_a_ranked_table(tmp_path, corpus):

@@ -16,7 +16,7 @@ ROOT = "cairn://resources/web"
 def run(*args, home, **env):
     base = {k: v for k, v in os.environ.items() if k != "CAIRN_FETCH_ALLOW_HOSTS"}
     env = {**base, "CAIRN_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True", **env}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "cairn.cli.main", *args], capture_output=True, text=True, env=env,
                           timeout=300, check=False)
 
 

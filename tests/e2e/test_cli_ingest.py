@@ -13,7 +13,7 @@ ROOT = "cairn://resources/dstc"
 
 def run(*args, home):
     env = {**os.environ, "CAIRN_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "CAIRN_PROGRESS": "1"}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, env=env, timeout=300, check=False)
+    return subprocess.run([sys.executable, "-m", "cairn.cli.main", *args], capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
 @pytest.fixture

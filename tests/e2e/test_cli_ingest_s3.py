@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from tests.moto_s3 import s3_client
 from tests import moto_s3
+from tests.moto_s3 import s3_client
 
 s3_endpoint = moto_s3.s3_endpoint  # the fixture: one moto server for the module
 
@@ -32,7 +32,7 @@ def run(*args, home, env):
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env = {**base, "CAIRN_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "AWS_EC2_METADATA_DISABLED": "true",
            "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull, **env}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "cairn.cli.main", *args], capture_output=True, text=True, env=env,
                           timeout=300, check=False)
 
 

@@ -18,10 +18,10 @@ import pytest
 
 from cairn.api import ApiKeys
 from cairn.api.server import running
-from cairn.config import load_settings
-from cairn.ingest import LocalContentStore
-from cairn.services import Services
-from cairn.vectorstores.local import LocalVectorStore
+from cairn.app.services import Services
+from cairn.core.config import load_settings
+from cairn.engine.ingest import LocalContentStore
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.e2e
 

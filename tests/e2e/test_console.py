@@ -52,7 +52,7 @@ def cairn_serve(home: Path, *extra: str) -> Iterator[str]:
                                 READER_KEY: {"tenant": "acme", "role": "reader"}}))
     port = free_port()
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = subprocess.Popen([sys.executable, "-m", "cairn.cli", "--home", str(home / "cairn"), "serve", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "cairn.cli.main", "--home", str(home / "cairn"), "serve", "--port", str(port),
                              "--api-keys", str(keys), *extra], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180

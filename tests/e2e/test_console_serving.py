@@ -8,9 +8,9 @@ import pytest
 
 from cairn.api import ApiKeys
 from cairn.api.server import running
-from cairn.config import load_settings
+from cairn.app.services import Services
 from cairn.console import files
-from cairn.services import Services
+from cairn.core.config import load_settings
 
 pytestmark = pytest.mark.e2e
 KEY = "console-serving-key-0123456789"

@@ -8,16 +8,15 @@ from typing import Any
 
 import pytest
 
+from cairn import Cairn
 from cairn.api import ApiKeys
 from cairn.api.server import running
+from cairn.app.services import Services
 from cairn.client import CairnClient
-from cairn.config import load_settings
-from cairn.errors import Forbidden, SessionNotFound
-from cairn.ingest import LocalContentStore
-from cairn.pipeline import Cairn
-from cairn.services import Services
-from cairn.vectorstores.local import LocalVectorStore
-
+from cairn.core.config import load_settings
+from cairn.core.errors import Forbidden, SessionNotFound
+from cairn.engine.ingest import LocalContentStore
+from cairn.ports.vectorstores.local import LocalVectorStore
 from tests.fakes import HANDBOOK_DOCS
 
 pytestmark = pytest.mark.e2e

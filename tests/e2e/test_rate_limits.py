@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from cairn.client import CairnClient
-from cairn.errors import RateLimited
+from cairn.core.errors import RateLimited
 from tests.ports import cairn_serve
 
 pytestmark = pytest.mark.e2e

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from cairn import Cairn
+from cairn.app.services import Services
 from cairn.client import CairnClient
-from cairn.config import load_settings
-from cairn.services import Services
+from cairn.core.config import load_settings
 
 pytestmark = pytest.mark.e2e
 
@@ -28,7 +29,7 @@ QUERIES = ("how long until a refund reaches my card", "when are invoices sent", 
 def run(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "CAIRN_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "CAIRN_RECORD_USE": "false",
             **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cairn.cli", *args], capture_output=True, text=True, env=full, timeout=600)
+    return subprocess.run([sys.executable, "-m", "cairn.cli.main", *args], capture_output=True, text=True, env=full, timeout=600)
 
 
 def fill(home: Path, corpus: Path, env: dict[str, str] | None = None) -> None:
@@ -46,7 +47,7 @@ def services(home: Path, env: dict[str, str] | None = None) -> Services:
 def answers(home: Path, env: dict[str, str] | None = None) -> dict[str, list[tuple[str, float]]]:
     """What `cairn find --user ann --limit 5` answers each query (the same engine, in this process):
     ann's memories, then the resources."""
-    cairn = services(home, env).cairn()
+    cairn = Cairn(services(home, env))
     found = {}
     for q in QUERIES:
         result = cairn.find(q, user="ann", limit=5)

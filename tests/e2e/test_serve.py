@@ -10,13 +10,12 @@ import pytest
 
 from cairn.api import ApiKeys
 from cairn.api.server import check_bind, running
+from cairn.app.services import Services
 from cairn.client import CairnClient
-from cairn.config import load_settings
-from cairn.errors import ConfigError, Forbidden, NotFound, RequestError, Unauthorized
-from cairn.ingest import LocalContentStore
-from cairn.services import Services
-from cairn.vectorstores.local import LocalVectorStore
-
+from cairn.core.config import load_settings
+from cairn.core.errors import ConfigError, Forbidden, NotFound, RequestError, Unauthorized
+from cairn.engine.ingest import LocalContentStore
+from cairn.ports.vectorstores.local import LocalVectorStore
 from tests.fakes import HANDBOOK_DOCS
 
 pytestmark = pytest.mark.e2e

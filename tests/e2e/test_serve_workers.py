@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from cairn.client import CairnClient
-
 from tests.fakes import HANDBOOK_DOCS
 from tests.ports import cairn_serve
 
@@ -54,7 +53,7 @@ def test_two_processes_serve_one_home_and_see_each_others_writes(two_workers):
 
 
 def test_a_negative_worker_count_is_refused_with_what_is_allowed(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "cairn.cli", "--home", str(tmp_path), "serve", "--workers", "-1"],
+    out = subprocess.run([sys.executable, "-m", "cairn.cli.main", "--home", str(tmp_path), "serve", "--workers", "-1"],
                          capture_output=True, text=True, timeout=120, env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"))
     assert out.returncode != 0 and "--workers -1" in out.stderr and "0 for one per core" in out.stderr
 

@@ -1,11 +1,13 @@
 """The built wheel, installed as a user installs it: `cairn-context[...]` in a fresh venv, outside
 the checkout. With `[local,docs,mcp]` it ingests the sample handbook (its PDF and HTML page
-included), answers, runs `cairn demo` and serves its MCP tools over stdio; each extra installed
-alone does what it is for.
+included), answers, runs `cairn demo` and serves its MCP tools over stdio; each extra alone does
+what it is for.
 
-The venvs are cached under `.tools/wheel-venvs/` (one per extra, keyed by that extra's
-requirements; installed constrained to the dev lock's versions); each run reinstalls only the
-freshly built wheel. A first run installs every extra (minutes); later runs take seconds per venv.
+One venv holds the wheel with every extra (installed constrained to the dev lock's versions, cached
+under `.tools/wheel-venvs/` by the requirements, and the wheel reinstalled on every run). Each test
+runs in it *as if only its extras were installed*: the venv's `sitecustomize` (written here, never
+shipped) refuses every module of a distribution outside the requirements of the base install and
+those extras, so an extra that leans on another one's dependency fails here as it would for a user.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+# one worker runs this module (pytest -n, --dist loadgroup): its tests share one venv
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("wheel")]
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".tools" / "wheel-venvs"
@@ -70,16 +73,75 @@ def wheel(tmp_path_factory) -> Path:
     return found
 
 
-def venv_with(wheel: Path, *extras: str) -> Path:
-    """A venv holding the wheel with ``extras`` (created once, then cached); returns its bin folder."""
-    name = "-".join(extras) or "base"
-    root = CACHE / f"{name}-{_key(*extras)}"
+EXTRAS = ("local", "docs", "mcp", "code", "aws", "pinecone", "opensearch", "llm", "serve")
+ONLY = "CAIRN_WHEEL_ONLY_EXTRAS"  # read by the venv's sitecustomize: the extras a test may use
+
+# Written into the test venv: with CAIRN_WHEEL_ONLY_EXTRAS set, the venv acts as if only the base
+# install and those extras were installed (every process: the cairn command, its parser workers).
+SITECUSTOMIZE = '''
+import os
+
+_only = os.environ.get("CAIRN_WHEEL_ONLY_EXTRAS")
+if _only is not None:
+    import importlib.abc
+    import importlib.metadata as md
+    import importlib.util
+    import re
+    import sys
+
+    from pip._vendor.packaging.requirements import Requirement
+
+    def _canon(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    def _closure(extras):
+        seen, todo = set(), [("cairn-context", frozenset(extras))]
+        while todo:
+            name, wanted = todo.pop()
+            if (name, wanted) in seen:
+                continue
+            seen.add((name, wanted))
+            try:
+                requires = md.requires(name) or []
+            except md.PackageNotFoundError:
+                continue
+            for line in requires:
+                req = Requirement(line)
+                if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ("", *wanted)):
+                    todo.append((_canon(req.name), frozenset(req.extras)))
+        return {name for name, _ in seen}
+
+    _allowed = _closure([e for e in _only.split(",") if e]) | {"pip", "setuptools"}
+    _blocked = {top for top, dists in md.packages_distributions().items()
+                if top != "cairn" and not any(_canon(d) in _allowed for d in dists)}
+
+    class _NotInstalled(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.partition(".")[0] in _blocked:
+                raise ModuleNotFoundError(f"No module named {name!r} (not in cairn-context[{_only}])",
+                                          name=name.partition(".")[0])
+            return None
+
+    sys.meta_path.insert(0, _NotInstalled())
+    _find_spec = importlib.util.find_spec
+
+    def _find_installed(name, package=None):
+        return None if name.partition(".")[0] in _blocked else _find_spec(name, package)
+
+    importlib.util.find_spec = _find_installed
+'''
+
+
+def venv_all(wheel: Path) -> Path:
+    """The venv holding the wheel with every extra (created once, then cached); returns its bin folder."""
+    root = CACHE / f"all-{_key(*EXTRAS)}"
     python = root / "bin" / "python"
-    spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
     CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / f"{name}.lock").open("w") as lock:  # two runs at once (two worktrees' make test) take turns
+    with (CACHE / "all.lock").open("w") as lock:  # two runs at once (two worktrees' make test) take turns
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _install(root, python, spec, wheel)
+        _install(root, python, f"{wheel}[{','.join(EXTRAS)}]", wheel)
+        site = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], REPO).stdout.strip()
+        (Path(site) / "sitecustomize.py").write_text(SITECUSTOMIZE)
     return root / "bin"
 
 
@@ -97,6 +159,16 @@ def _install(root: Path, python: Path, spec: str, wheel: Path) -> None:
               "--force-reinstall", str(wheel)], REPO)
 
 
+@pytest.fixture(scope="module")
+def venv(wheel) -> Path:
+    return venv_all(wheel)
+
+
+def only(*extras: str) -> dict[str, str]:
+    """The environment that makes the venv act as if only ``extras`` were installed."""
+    return {ONLY: ",".join(extras)}
+
+
 def test_the_wheel_is_the_distribution_named_and_imports_as_cairn(wheel):
     assert wheel.name.startswith("cairn_context-")
     import zipfile
@@ -109,23 +181,23 @@ def test_the_wheel_is_the_distribution_named_and_imports_as_cairn(wheel):
     assert 'Requires-Dist: lxml_html_clean' in metadata
 
 
-def test_local_docs_mcp_ingests_the_handbook_answers_and_serves_mcp(wheel, tmp_path):
-    bin_ = venv_with(wheel, "local", "docs", "mcp")
+def test_local_docs_mcp_ingests_the_handbook_answers_and_serves_mcp(venv, tmp_path):
+    bin_, env = venv, only("local", "docs", "mcp")
     cairn = str(bin_ / "cairn")
-    ingest = _run([cairn, "ingest", str(HANDBOOK), "--uri", "cairn://resources/handbook"], tmp_path)
+    ingest = _run([cairn, "ingest", str(HANDBOOK), "--uri", "cairn://resources/handbook"], tmp_path, **env)
     assert "8 documents" in ingest.stdout and "skipped" not in ingest.stdout + ingest.stderr, ingest.stdout + ingest.stderr
     for question, where in [("who approves a refund of a Stripe payment?", "billing/payment-providers.md"),
                             ("how many days a year may I work from another country?", "people/remote-work.html"),
                             ("what do I do when I lose my laptop?", "security/access-and-incidents.pdf")]:
-        answer = json.loads(_run([cairn, "find", question, "--json", "--limit", "3"], tmp_path).stdout)
+        answer = json.loads(_run([cairn, "find", question, "--json", "--limit", "3"], tmp_path, **env).stdout)
         uris = [m["uri"] for m in answer["resources"]]
         assert any(where in u for u in uris[:2]), (question, uris)
-    demo = _run([cairn, "demo"], tmp_path)
+    demo = _run([cairn, "demo"], tmp_path, **env)
     assert "== find:" in demo.stdout and "through the HTTP API" in demo.stdout
-    _lists_mcp_tools(bin_ / "cairn", tmp_path)
+    _lists_mcp_tools(bin_ / "cairn", tmp_path, env)
 
 
-def _lists_mcp_tools(command: Path, home: Path) -> None:
+def _lists_mcp_tools(command: Path, home: Path, env: dict[str, str]) -> None:
     """An MCP client (this interpreter's SDK) launches `cairn mcp` of the venv over stdio, as a host does."""
     import asyncio
 
@@ -133,7 +205,7 @@ def _lists_mcp_tools(command: Path, home: Path) -> None:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     async def tools() -> list[str]:
-        params = StdioServerParameters(command=str(command), args=["mcp"], cwd=str(home), env=_env())
+        params = StdioServerParameters(command=str(command), args=["mcp"], cwd=str(home), env=_env(**env))
         async with stdio_client(params) as (read, write), mcp.ClientSession(read, write) as session:
             await session.initialize()
             listed = await session.list_tools()
@@ -148,9 +220,9 @@ def _lists_mcp_tools(command: Path, home: Path) -> None:
 EXERCISES = {
     "": """
         from cairn.api import openapi_document
-        from cairn.config import Settings
-        from cairn.errors import MissingExtra
-        from cairn.services import Services
+        from cairn.core.config import Settings
+        from cairn.core.errors import MissingExtra
+        from cairn.app.services import Services
         assert '"/v1/find"' in openapi_document()
         try:
             Services(Settings()).embedder
@@ -161,8 +233,8 @@ EXERCISES = {
     """,
     "docs": """
         from pathlib import Path
-        from cairn.ingest.parsers import parser_for, parse_in_process
-        from cairn.ingest.parsers.base import Limits
+        from cairn.engine.ingest.parsers import parser_for, parse_in_process
+        from cairn.engine.ingest.parsers.base import Limits
         for name, words in [("security/access-and-incidents.pdf", "two-factor authentication"),
                             ("people/remote-work.html", "working from abroad")]:
             path = Path(HANDBOOK) / name
@@ -177,25 +249,25 @@ EXERCISES = {
     """,
     "mcp": """
         import asyncio
-        from cairn.config import Settings
+        from cairn.core.config import Settings
         from cairn.mcp import build_server
-        from cairn.services import Services
+        from cairn.app.services import Services
         server = build_server(Services(Settings()))
         names = {t.name for t in asyncio.run(server.list_tools())}
         assert {"find", "search", "read", "tree", "remember", "add_message", "commit"} <= names, names
     """,
     "code": """
         from pathlib import Path
-        from cairn.ingest.parsers import parser_for, parse_in_process
-        from cairn.ingest.parsers.base import Limits
+        from cairn.engine.ingest.parsers import parser_for, parse_in_process
+        from cairn.engine.ingest.parsers.base import Limits
         Path("pay.js").write_text("function refund(order) {\\n  return order.total;\\n}\\n\\nclass Ledger {\\n  add(x) { return x; }\\n}\\n")
         parsed = parse_in_process(parser_for("pay.js"), Path("pay.js"), Limits())
         titles = [s.label for s in parsed.sections]
         assert any("refund" in (t or "") for t in titles) and any("Ledger" in (t or "") for t in titles), titles
     """,
     "aws": """
-        from cairn.config import load_settings
-        from cairn.services import Services
+        from cairn.core.config import load_settings
+        from cairn.app.services import Services
         services = Services(load_settings(env={"CAIRN_SESSIONS": "dynamodb", "CAIRN_SESSIONS_TABLE": "cairn-sessions",
                                                "CAIRN_SESSIONS_REGION": "eu-west-1", "CAIRN_EMBEDDER": "bedrock",
                                                "CAIRN_EMBEDDING_REGION": "eu-west-1"}))
@@ -203,42 +275,57 @@ EXERCISES = {
         assert type(services.embedder).__name__.startswith("Bedrock")
     """,
     "pinecone": """
-        from cairn.config import load_settings
-        from cairn.vectorstores.pinecone import PineconeVectorStore
+        from cairn.core.config import load_settings
+        from cairn.ports.vectorstores.pinecone import PineconeVectorStore
         cfg = load_settings(env={"CAIRN_STORE": "pinecone", "CAIRN_PINECONE_API_KEY": "pcsk-test",
                                  "CAIRN_PINECONE_INDEX_HOST": "https://idx-abc.svc.local.pinecone.io"}).store
         store = PineconeVectorStore.from_settings(cfg, 384)  # the SDK client, built without a call
         assert store.dimension == 384
     """,
     "opensearch": """
-        from cairn.config import load_settings
-        from cairn.vectorstores.opensearch import OpenSearchVectorStore
+        from cairn.core.config import load_settings
+        from cairn.ports.vectorstores.opensearch import OpenSearchVectorStore
         cfg = load_settings(env={"CAIRN_STORE": "opensearch", "CAIRN_OPENSEARCH_URL": "https://localhost:9200"}).store
         store = OpenSearchVectorStore.from_settings(cfg, 384)  # opensearch-py's client, built without a call
         assert store.dimension == 384
     """,
     "llm": """
-        from cairn.config import load_settings
-        from cairn.services import Services
+        from cairn.core.config import load_settings
+        from cairn.app.services import Services
         llm = Services(load_settings(env={"CAIRN_LLM_PROVIDER": "litellm", "CAIRN_LLM_MODEL": "openai/gpt-4o-mini"})).llm
         assert type(llm).__name__.startswith("LiteLLM"), type(llm)
         import litellm  # noqa: F401
     """,
     "serve": """
-        from cairn.errors import require
+        from cairn.core.errors import require
         require("uvicorn", extra="serve", feature="cairn serve")
     """,
 }
 
 
 @pytest.mark.parametrize("extra", list(EXERCISES), ids=[e or "base" for e in EXERCISES])
-def test_each_extra_alone_installs_and_works(wheel, tmp_path, extra):
-    bin_ = venv_with(wheel, *([extra] if extra else []))
+def test_each_extra_alone_installs_and_works(venv, tmp_path, extra):
     script = f"HANDBOOK = {str(HANDBOOK)!r}\n" + textwrap.dedent(EXERCISES[extra])
-    _run([str(bin_ / "python"), "-c", script], tmp_path)
+    _run([str(venv / "python"), "-c", script], tmp_path, **only(*([extra] if extra else [])))
 
 
-def test_local_alone_runs_the_demo(wheel, tmp_path):
-    bin_ = venv_with(wheel, "local")
-    demo = _run([str(bin_ / "cairn"), "demo"], tmp_path)
+def test_local_alone_runs_the_demo(venv, tmp_path):
+    demo = _run([str(venv / "cairn"), "demo"], tmp_path, **only("local"))
     assert "== find:" in demo.stdout
+
+
+def test_the_venv_refuses_what_the_extras_given_do_not_install(venv, tmp_path):
+    """The check above is real: with only `[local]`, the MCP SDK and boto3 are absent, as for a user."""
+    script = textwrap.dedent("""
+        import importlib.util
+        from cairn.core.errors import MissingExtra, require
+        assert importlib.util.find_spec("onnxruntime") is not None
+        assert importlib.util.find_spec("mcp") is None and importlib.util.find_spec("boto3") is None
+        try:
+            require("boto3", extra="aws", feature="S3")
+        except MissingExtra as exc:
+            assert "cairn-context[aws]" in str(exc), exc
+        else:
+            raise AssertionError("boto3 imported under [local] alone")
+    """)
+    _run([str(venv / "python"), "-c", script], tmp_path, **only("local"))

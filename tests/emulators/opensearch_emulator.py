@@ -557,7 +557,7 @@ def start_opensearch_emulator() -> OpenSearchEmulator:
 
 def make_opensearch_store(emulator: OpenSearchEmulator, dimension: int, index: str = "cairn-contexts", **kwargs: Any) -> Any:
     """An ``OpenSearchVectorStore`` wired to ``emulator`` through the real opensearch-py client."""
-    from cairn.vectorstores.opensearch import OpenSearchVectorStore
+    from cairn.ports.vectorstores.opensearch import OpenSearchVectorStore
 
     kwargs.setdefault("backoff_s", 0.001)
     kwargs.setdefault("timeout_s", 5.0)

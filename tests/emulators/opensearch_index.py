@@ -90,7 +90,7 @@ def analyze(text: str, analyzer: str | None = None) -> list[str]:
     Japanese cut into words by a dictionary segmenter (jieba and IPADIC stand in for smartcn's
     HMM dictionary and kuromoji's IPADIC)."""
     if analyzer in LANGUAGE_ANALYZERS:
-        from cairn.text import words
+        from cairn.core.text import words
 
         return words([text], LANGUAGE_ANALYZERS[analyzer])[0]
     tokens = [t.lower() for t in _TOKEN_RE.findall(text)]

@@ -34,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 from .http_base import EmulatorHandler, serve, shut
 
 if TYPE_CHECKING:
-    from cairn.vectorstores.pinecone import PineconeVectorStore
+    from cairn.ports.vectorstores.pinecone import PineconeVectorStore
 
 MAX_UPSERT_VECTORS = 1000
 MAX_REQUEST_BYTES = 2 * 1024 * 1024
@@ -497,7 +497,7 @@ def start_pinecone_emulator(dimension: int, api_key: str | None = None) -> Pinec
 
 def make_pinecone_store(emulator: PineconeEmulator, dimension: int) -> PineconeVectorStore:
     """A cairn Pinecone store wired to ``emulator`` through the real SDK, with fast retries."""
-    from cairn.vectorstores.pinecone import PineconeVectorStore
+    from cairn.ports.vectorstores.pinecone import PineconeVectorStore
 
     return PineconeVectorStore(
         dimension=dimension,

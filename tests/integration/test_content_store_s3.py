@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from cairn.embeddings.base import Embedder, normalize
-from cairn.ingest import ContentNotFound, Document, Ingestor, S3ContentStore, read
-from cairn.ingest.content import ContentStoreError
-from cairn.vectorstores.local import LocalVectorStore
 
+from cairn.engine.ingest import ContentNotFound, Document, Ingestor, S3ContentStore, read
+from cairn.ports.content import ContentStoreError
+from cairn.ports.embeddings.base import Embedder, normalize
+from cairn.ports.vectorstores.local import LocalVectorStore
 from tests import moto_s3
 
 pytestmark = pytest.mark.integration

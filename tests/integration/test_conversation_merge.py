@@ -2,14 +2,14 @@
 
 import pytest
 
-from cairn.ingest import Document, Ingestor
-from cairn.pipeline import Cairn
-from cairn.planning.scope import FolderResolver
-from cairn.planning.session_planner import CARRIED_WEIGHT, SessionRewritePlanner
-from cairn.retrieval.scope import roots_for
-from cairn.sessions import open_session_store
-from cairn.stages import combined
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.engine.ingest import Document, Ingestor
+from cairn.engine.planning.scope import FolderResolver
+from cairn.engine.planning.session_planner import CARRIED_WEIGHT, SessionRewritePlanner
+from cairn.engine.retrieval.scope import roots_for
+from cairn.engine.stages import combined
+from cairn.ports.sessions import open_session_store
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.integration
 ROOT = "cairn://resources/kb"

@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 import pytest
-from cairn.embeddings.base import DimensionMismatch, Embedder, check_dimension
-from cairn.errors import ConfigError, EmbeddingError
 
+from cairn.core.errors import ConfigError, EmbeddingError
+from cairn.ports.embeddings.base import DimensionMismatch, Embedder, check_dimension
 from tests.emulators.embeddings_emulator import EmbeddingsEmulator, fake_vector
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::UserWarning")]
@@ -41,7 +41,7 @@ def unit(vec: list[float]) -> np.ndarray:
 
 
 def bedrock(fake, model, **kw):
-    from cairn.embeddings.bedrock import BedrockEmbedder
+    from cairn.ports.embeddings.bedrock import BedrockEmbedder
 
     embedder = BedrockEmbedder(model, region="us-east-1", endpoint_url=fake.url, **kw)
     embedder.sleep = lambda s: None  # backoff waits are not what these tests check
@@ -139,7 +139,7 @@ def test_a_refused_request_fails_at_once_with_a_hint(fake, status, code, hint):
 
 
 def test_an_unreachable_endpoint_is_retryable(fake):
-    from cairn.embeddings.bedrock import BedrockEmbedder
+    from cairn.ports.embeddings.bedrock import BedrockEmbedder
 
     embedder = BedrockEmbedder(TITAN, region="us-east-1", endpoint_url="http://127.0.0.1:9", max_retries=0, timeout_s=1)
     with pytest.raises(EmbeddingError, match="cannot reach Bedrock") as err:
@@ -158,14 +158,14 @@ def test_vectors_of_another_dimension_are_refused_with_the_fix(fake):
 
 
 def test_litellm_is_imported_only_when_embedding():
-    code = ("import sys; from cairn.embeddings.litellm_embedder import LiteLLMEmbedder; "
+    code = ("import sys; from cairn.ports.embeddings.litellm_embedder import LiteLLMEmbedder; "
             "LiteLLMEmbedder('openai/m', dimension=8); assert 'litellm' not in sys.modules, 'litellm imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def litellm_embedder(fake, model="openai/fake-embed", **kw):
     pytest.importorskip("litellm")
-    from cairn.embeddings.litellm_embedder import LiteLLMEmbedder
+    from cairn.ports.embeddings.litellm_embedder import LiteLLMEmbedder
 
     kw.setdefault("dimension", 64)
     embedder = LiteLLMEmbedder(model, base_url=fake.url + "/v1", api_key="sk-test", **kw)
@@ -209,7 +209,7 @@ def test_litellm_checks_the_configured_dimension(fake):
 
 
 def test_litellm_sends_the_input_type_to_models_that_take_one():
-    from cairn.embeddings.litellm_embedder import LiteLLMEmbedder
+    from cairn.ports.embeddings.litellm_embedder import LiteLLMEmbedder
 
     assert LiteLLMEmbedder("cohere/embed-english-v3.0", dimension=1024).distinguishes_input_type
     assert LiteLLMEmbedder("gemini/text-embedding-004", dimension=768).distinguishes_input_type

@@ -1,14 +1,14 @@
 """No evidence, no results: random letters find nothing even where their cosine clears the
-threshold, while a misspelt question still finds its answer (cairn.retrieval.evidence)."""
+threshold, while a misspelt question still finds its answer (cairn.engine.retrieval.evidence)."""
 
 import itertools
 
 import pytest
 
-from cairn.ingest import Document, Ingestor
-from cairn.pipeline import Cairn
-from cairn.retrieval.evidence import noise_floor
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.engine.ingest import Document, Ingestor
+from cairn.engine.retrieval.evidence import noise_floor
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.integration
 SUBJECTS = ("The staff", "Our guide", "The kitchen", "The garden", "The museum", "The bus", "The ferry", "The library")

@@ -11,11 +11,10 @@ import ssl
 import httpx
 import pytest
 
-from cairn.ingest import Ingestor, LocalContentStore
-from cairn.ingest.fetchguard import FetchPolicy
-from cairn.ingest.web import Fetcher, read_urls
-from cairn.vectorstores.local import LocalVectorStore
-
+from cairn.engine.ingest import Ingestor, LocalContentStore
+from cairn.engine.ingest.fetchguard import FetchPolicy
+from cairn.engine.ingest.web import Fetcher, read_urls
+from cairn.ports.vectorstores.local import LocalVectorStore
 from tests.sites import page, redirect, serve
 
 pytestmark = pytest.mark.integration

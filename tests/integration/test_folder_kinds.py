@@ -2,14 +2,14 @@
 
 import pytest
 
-from cairn.ingest import Document, Ingestor
-from cairn.pipeline import Cairn
-from cairn.planning.scope import FolderResolver
-from cairn.planning.session_planner import SessionRewritePlanner
-from cairn.retrieval.kinds import folder_kinds
-from cairn.retrieval.scope import roots_for
-from cairn.sessions import open_session_store
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.engine.ingest import Document, Ingestor
+from cairn.engine.planning.scope import FolderResolver
+from cairn.engine.planning.session_planner import SessionRewritePlanner
+from cairn.engine.retrieval.kinds import folder_kinds
+from cairn.engine.retrieval.scope import roots_for
+from cairn.ports.sessions import open_session_store
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.integration
 KB = "cairn://resources/kb"
@@ -191,8 +191,8 @@ def test_on_a_narrow_score_scale_a_stale_instance_yields_only_to_a_page_of_no_ki
     # best (0.84) and used to rank first for a question about the audit log. Under the query's background
     # (its 10th match, 0.78), with the best page anywhere in a topic folder, they yield; with the best
     # page another integration's, or above the background, the name still picks the instance
-    from cairn.models import Candidate, ContextRecord, Level, ThinkingTrace
-    from cairn.retrieval.boost import asked_elsewhere, merge_boosted
+    from cairn.core.models import Candidate, ContextRecord, Level, ThinkingTrace
+    from cairn.engine.retrieval.boost import asked_elsewhere, merge_boosted
 
     store = LocalVectorStore(None, dimension=4)
     tree = [("integrations", 0), ("integrations/jira", 0), ("integrations/github", 0), ("admin", 0),
@@ -207,7 +207,7 @@ def test_on_a_narrow_score_scale_a_stale_instance_yields_only_to_a_page_of_no_ki
 
     jira = (f"{KB}/integrations/jira",)
     inside = [cand("integrations/jira/troubleshooting.md", 0.77), cand("integrations/jira/setup.md", 0.76)]
-    from cairn.retrieval.memories import background_of
+    from cairn.engine.retrieval.memories import background_of
 
     background = background_of([0.84 - 0.006 * n for n in range(10)])  # the query's 10th match: 0.786
     audit = [cand("admin/audit-log.md", 0.84), cand("admin/roles.md", 0.8)]

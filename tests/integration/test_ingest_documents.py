@@ -5,14 +5,15 @@ import os
 import time
 
 import pytest
+
 from benchmarks.docs_corpus import write_one_of_each, write_pdf
-from cairn.ingest import Ingestor, LocalContentStore
-from cairn.ingest.parsers import ParserSpec
-from cairn.ingest.parsers.base import Limits
-from cairn.ingest.parsers.isolation import IsolatedRunner
-from cairn.models import record_id
-from cairn.pipeline import Cairn
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.core.models import record_id
+from cairn.engine.ingest import Ingestor, LocalContentStore
+from cairn.engine.ingest.parsers import ParserSpec
+from cairn.engine.ingest.parsers.base import Limits
+from cairn.engine.ingest.parsers.isolation import IsolatedRunner
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.integration
 ROOT = "cairn://resources/company"
@@ -111,8 +112,8 @@ def test_a_pdf_whose_page_tree_points_to_itself_is_reported_not_fatal(tmp_path):
 
 
 def test_two_parser_workers_give_the_same_documents_in_the_same_order(tmp_path):
-    from cairn.ingest.parsers.isolation import RunnerPool
-    from cairn.ingest.sources import read_folder, split_items
+    from cairn.engine.ingest.parsers.isolation import RunnerPool
+    from cairn.engine.ingest.sources import read_folder, split_items
 
     write_one_of_each(tmp_path / "a")
     write_one_of_each(tmp_path / "b")
@@ -124,7 +125,7 @@ def test_two_parser_workers_give_the_same_documents_in_the_same_order(tmp_path):
 
 
 def test_a_pdf_that_hangs_its_parser_is_skipped_and_the_ingest_goes_on(tmp_path, embedder, monkeypatch):
-    from cairn.ingest import parsers
+    from cairn.engine.ingest import parsers
 
     monkeypatch.setitem(parsers.PARSERS, ".pdf", ParserSpec("pdf", "tests.hostile_parsers", "loop_forever", ("pypdf",), isolate=True))
     folder = tmp_path / "docs"

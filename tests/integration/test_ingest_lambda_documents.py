@@ -9,15 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from benchmarks.docs_corpus import write_pdf
-from cairn.config import load_settings
-from cairn.ingest import LocalContentStore
-from cairn.pipeline import Cairn
-from cairn.services import Services
-from cairn.vectorstores.local import LocalVectorStore
 
-from tests.moto_s3 import s3_client
+from benchmarks.docs_corpus import write_pdf
+from cairn import Cairn
+from cairn.app.services import Services
+from cairn.core.config import load_settings
+from cairn.engine.ingest import LocalContentStore
+from cairn.ports.vectorstores.local import LocalVectorStore
 from tests import moto_s3
+from tests.moto_s3 import s3_client
 
 s3_endpoint = moto_s3.s3_endpoint  # the fixture: one moto server for the module
 

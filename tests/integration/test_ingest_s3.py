@@ -4,17 +4,17 @@ incrementally, and a bucket that cannot be read is one clear error."""
 
 import boto3
 import pytest
-from benchmarks.docs_corpus import write_pdf
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from cairn.embeddings.base import Embedder
-from cairn.errors import Forbidden, NotFound, Unauthorized, Unavailable
-from cairn.ingest import Ingestor, Limits, LocalContentStore
-from cairn.pipeline import Cairn
-from cairn.vectorstores.local import LocalVectorStore
 
-from tests.moto_s3 import s3_client
+from benchmarks.docs_corpus import write_pdf
+from cairn import Cairn
+from cairn.core.errors import Forbidden, NotFound, Unauthorized, Unavailable
+from cairn.engine.ingest import Ingestor, Limits, LocalContentStore
+from cairn.ports.embeddings.base import Embedder
+from cairn.ports.vectorstores.local import LocalVectorStore
 from tests import moto_s3
+from tests.moto_s3 import s3_client
 
 s3_endpoint = moto_s3.s3_endpoint  # the fixture: one moto server for the module
 
@@ -182,8 +182,9 @@ def test_a_bucket_or_prefix_that_cannot_be_read_is_one_clear_error_and_nothing_c
 
 
 def test_missing_credentials_and_denied_listings_name_the_fix():
-    from cairn.ingest.s3 import s3_error
     from botocore.exceptions import NoCredentialsError
+
+    from cairn.engine.ingest.s3 import s3_error
 
     err = s3_error(NoCredentialsError(), "s3://docs/handbook")
     assert isinstance(err, Unauthorized) and "AWS_PROFILE" in err.message and "s3://docs/handbook" in err.message
@@ -194,8 +195,8 @@ def test_missing_credentials_and_denied_listings_name_the_fix():
 
 
 def test_objects_fetched_at_once_still_come_in_listing_order(s3_endpoint, request):
-    from cairn.ingest.s3 import read_prefix
-    from cairn.ingest.sources import Document, Rejected
+    from cairn.engine.ingest.s3 import read_prefix
+    from cairn.engine.ingest.sources import Document, Rejected
 
     s3 = s3_client(s3_endpoint)
     name = "cairn-" + request.node.name.replace("_", "-")[:40].lower()

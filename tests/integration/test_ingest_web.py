@@ -7,11 +7,11 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from benchmarks.docs_corpus import write_html, write_pdf
-from cairn.ingest import Ingestor, LocalContentStore
-from cairn.ingest.fetchguard import FetchPolicy
-from cairn.vectorstores.local import LocalVectorStore
 
+from benchmarks.docs_corpus import write_html, write_pdf
+from cairn.engine.ingest import Ingestor, LocalContentStore
+from cairn.engine.ingest.fetchguard import FetchPolicy
+from cairn.ports.vectorstores.local import LocalVectorStore
 from tests.sites import page, serve, xml
 
 pytestmark = pytest.mark.integration

@@ -4,11 +4,11 @@ tenant's statistics."""
 
 import pytest
 
-from cairn.memory.search import search_memories
-from cairn.models import ContextRecord, Level
-from cairn.pipeline import Cairn
-from cairn.retrieval.scope import keyword_statistics
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.core.models import ContextRecord, Level
+from cairn.engine.memory.search import search_memories
+from cairn.engine.retrieval.scope import keyword_statistics
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.integration
 ANN = ["Caroline went hiking in the Alps with her sister", "Caroline adopted a dog named Oscar last spring",

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cairn.config import LocalRerankSettings, LocalStoreSettings, OpenSearchSettings, Settings
-from cairn.services import Services
 
+from cairn import Cairn
+from cairn.app.services import Services
+from cairn.core.config import LocalRerankSettings, LocalStoreSettings, OpenSearchSettings, Settings
 from tests.emulators.opensearch_emulator import OpenSearchEmulator, start_opensearch_emulator
 
 pytestmark = pytest.mark.integration
@@ -65,12 +66,12 @@ def services(request, tmp_path, embedder) -> Iterator[Services]:
 
 
 def _first(svc: Services, query: str) -> str | None:
-    result = svc.cairn().find(query, limit=3)
+    result = Cairn(svc).find(query, limit=3)
     return result.resources[0].uri if result.resources else None
 
 
 def test_three_chinese_questions_find_their_documents_first(services, tmp_path):
-    report = services.cairn().ingest(_folder(tmp_path / "help", CHINESE), "cairn://resources/help")
+    report = Cairn(services).ingest(_folder(tmp_path / "help", CHINESE), "cairn://resources/help")
     for question, doc in QUESTIONS.items():
         assert _first(services, question) == f"cairn://resources/help/{doc}", question
     # MiniLM covers English only: the tenant is told at ingest that its Chinese is searched by its words
@@ -78,8 +79,8 @@ def test_three_chinese_questions_find_their_documents_first(services, tmp_path):
 
 
 def test_a_mixed_tenant_answers_each_language_from_its_own_documents(services, tmp_path):
-    services.cairn().ingest(_folder(tmp_path / "zh", CHINESE), "cairn://resources/zh")
-    services.cairn().ingest(_folder(tmp_path / "en", ENGLISH), "cairn://resources/en")
+    Cairn(services).ingest(_folder(tmp_path / "zh", CHINESE), "cairn://resources/zh")
+    Cairn(services).ingest(_folder(tmp_path / "en", ENGLISH), "cairn://resources/en")
     for question, doc in QUESTIONS.items():
         assert _first(services, question) == f"cairn://resources/zh/{doc}", question
     assert _first(services, "How long does a refund take?") == "cairn://resources/en/refunds.md"
@@ -87,21 +88,21 @@ def test_a_mixed_tenant_answers_each_language_from_its_own_documents(services, t
 
 
 def test_random_strings_in_any_script_find_nothing(services, tmp_path):
-    services.cairn().ingest(_folder(tmp_path / "zh", CHINESE), "cairn://resources/zh")
-    services.cairn().ingest(_folder(tmp_path / "en", ENGLISH), "cairn://resources/en")
+    Cairn(services).ingest(_folder(tmp_path / "zh", CHINESE), "cairn://resources/zh")
+    Cairn(services).ingest(_folder(tmp_path / "en", ENGLISH), "cairn://resources/en")
     for noise in NOISE:
-        assert services.cairn().find(noise).resources == [], noise
+        assert Cairn(services).find(noise).resources == [], noise
 
 
 def test_an_english_tenant_is_not_warned_about_languages(services, tmp_path):
-    report = services.cairn().ingest(_folder(tmp_path / "en", ENGLISH), "cairn://resources/en")
+    report = Cairn(services).ingest(_folder(tmp_path / "en", ENGLISH), "cairn://resources/en")
     assert not [w for w in report.warnings if "language" in w]
 
 
 def test_the_opensearch_index_analyses_each_language_with_its_analyzer(emulator, tmp_path, embedder):
     svc = Services(Settings(home=tmp_path / "h", record_use=False, store=OpenSearchSettings(url=emulator.url, index="cairn-lang",
                                                                           languages=("zh", "de"))), embedder=embedder)
-    svc.cairn().ingest(_folder(tmp_path / "zh", CHINESE), "cairn://resources/zh")
+    Cairn(svc).ingest(_folder(tmp_path / "zh", CHINESE), "cairn://resources/zh")
     props = emulator.index("cairn-lang").mappings["properties"]
     assert props["text"]["analyzer"] == "english"  # English exactly as before
     assert props["text"]["fields"]["zh"]["analyzer"] == "smartcn"
@@ -117,8 +118,8 @@ def test_a_tenant_with_a_fixed_language_reads_short_queries_in_it(tmp_path, embe
     fixed = Services(Settings(home=tmp_path / "f", store=LocalStoreSettings(path=tmp_path / "sf"),
                               tenant_languages={"default": "de"}), embedder=embedder)
     for svc in (auto, fixed):
-        svc.cairn().ingest(_folder(tmp_path / f"de-{id(svc)}", german), "cairn://resources/de")
-    from cairn.vectorstores import SearchMode, VectorQuery
+        Cairn(svc).ingest(_folder(tmp_path / f"de-{id(svc)}", german), "cairn://resources/de")
+    from cairn.ports.vectorstores import SearchMode, VectorQuery
 
     def keyword_hits(svc: Services) -> list[str]:
         query = VectorQuery(tenant="default", text="Erstattungen zurückgezahlt", mode=SearchMode.KEYWORD, limit=3)
@@ -136,11 +137,11 @@ def test_a_language_the_embedder_was_not_trained_on_is_answered_by_its_words_not
     # MiniLM reads Japanese as noise: fused at the usual weight, every unrelated document came back
     # at 0.3-0.4 behind the right one. The keyword side leads where the embedder does not cover the
     # query's language, so a question returns the documents that share its words, and no others
-    services.cairn().ingest(_folder(tmp_path / "ja", JAPANESE), "cairn://resources/ja")
+    Cairn(services).ingest(_folder(tmp_path / "ja", JAPANESE), "cairn://resources/ja")
     for question, doc in JA_QUESTIONS.items():
-        assert _documents(services.cairn().find(question, limit=5)) == [f"cairn://resources/ja/{doc}"], question
+        assert _documents(Cairn(services).find(question, limit=5)) == [f"cairn://resources/ja/{doc}"], question
         # search() (thinking: a folder's score carries over to its other documents) ranks it first too
-        assert _documents(services.cairn().search(question, limit=5))[0] == f"cairn://resources/ja/{doc}", question
+        assert _documents(Cairn(services).search(question, limit=5))[0] == f"cairn://resources/ja/{doc}", question
 
 
 def _documents(result) -> list[str]:
@@ -151,7 +152,7 @@ def _documents(result) -> list[str]:
 def test_a_covered_language_keeps_the_dense_side(services, tmp_path):
     # English on MiniLM: fused as always, so a question none of whose words the document uses still
     # finds it by meaning
-    services.cairn().ingest(_folder(tmp_path / "en", ENGLISH), "cairn://resources/en")
+    Cairn(services).ingest(_folder(tmp_path / "en", ENGLISH), "cairn://resources/en")
     assert _first(services, "Can I get my money back?") == "cairn://resources/en/refunds.md"
 
 
@@ -164,7 +165,7 @@ def test_a_covered_language_keeps_the_dense_side(services, tmp_path):
 
 def _japanese(tmp_path: Path, store: LocalStoreSettings | OpenSearchSettings, embedder, **settings) -> Services:
     svc = Services(Settings(home=tmp_path / "home", store=store, record_use=False, **settings), embedder=embedder)
-    svc.cairn().ingest(_folder(tmp_path / "ja", JAPANESE), "cairn://resources/ja")
+    Cairn(svc).ingest(_folder(tmp_path / "ja", JAPANESE), "cairn://resources/ja")
     return svc
 
 
@@ -178,9 +179,9 @@ def store_settings(request, tmp_path) -> LocalStoreSettings | OpenSearchSettings
 def test_with_hybrid_off_a_language_the_embedder_does_not_read_is_answered_by_its_words(tmp_path, store_settings, embedder):
     svc = _japanese(tmp_path, store_settings, embedder, find_hybrid=False)  # find() is dense only
     for question, doc in JA_QUESTIONS.items():
-        assert _documents(svc.cairn().find(question, limit=5)) == [f"cairn://resources/ja/{doc}"], question
-        assert _documents(svc.cairn().find(question, limit=5, hybrid=False)) == [f"cairn://resources/ja/{doc}"], question
-    events = svc.cairn().find("請求書はどこでダウンロードできますか").query_results[0].trace.events
+        assert _documents(Cairn(svc).find(question, limit=5)) == [f"cairn://resources/ja/{doc}"], question
+        assert _documents(Cairn(svc).find(question, limit=5, hybrid=False)) == [f"cairn://resources/ja/{doc}"], question
+    events = Cairn(svc).find("請求書はどこでダウンロードできますか").query_results[0].trace.events
     assert any(e.kind == "fallback" and "keywords lead every search" in e.detail for e in events), events
     svc.store.close()
 
@@ -190,7 +191,7 @@ def test_the_local_reranker_reads_the_query_language_as_the_retrieval_does(tmp_p
     # its noise cosine, and every one of them came back
     svc = _japanese(tmp_path, store_settings, embedder, rerank=LocalRerankSettings())
     for question, doc in JA_QUESTIONS.items():
-        assert _documents(svc.cairn().search(question, limit=5)) == [f"cairn://resources/ja/{doc}"], question
+        assert _documents(Cairn(svc).search(question, limit=5)) == [f"cairn://resources/ja/{doc}"], question
     svc.store.close()
 
 
@@ -230,9 +231,9 @@ def test_inside_the_folder_the_planner_narrowed_to_the_words_decide(tmp_path, st
         (src / path).parent.mkdir(parents=True, exist_ok=True)
         (src / path).write_text(body, encoding="utf-8")
     svc = Services(Settings(home=tmp_path / "home", store=store_settings, record_use=False), embedder=embedder)
-    svc.cairn().ingest(src, "cairn://resources/help")
+    Cairn(svc).ingest(src, "cairn://resources/help")
     for question, doc in NARROWED.items():
-        result = svc.cairn().search(question, limit=5)
+        result = Cairn(svc).search(question, limit=5)
         assert result.query_plan.queries[0].boost_uris == ("cairn://resources/help/refunds",), question
         found = _documents(result)
         assert found[0] == f"cairn://resources/help/refunds/{doc}", (question, found)
@@ -240,15 +241,14 @@ def test_inside_the_folder_the_planner_narrowed_to_the_words_decide(tmp_path, st
 
 
 def test_a_store_without_keyword_search_says_at_ingest_what_answers_other_languages(tmp_path, embedder):
-    from cairn.config import PineconeSettings
-
+    from cairn.core.config import PineconeSettings
     from tests.emulators.pinecone_emulator import start_pinecone_emulator
 
     emu = start_pinecone_emulator(embedder.dimension, api_key="test-key")
     try:
         svc = Services(Settings(home=tmp_path / "home", record_use=False,
                                 store=PineconeSettings(api_key="test-key", index_host=emu.host)), embedder=embedder)
-        report = svc.cairn().ingest(_folder(tmp_path / "zh", CHINESE), "cairn://resources/help")
+        report = Cairn(svc).ingest(_folder(tmp_path / "zh", CHINESE), "cairn://resources/help")
         warning = next(w for w in report.warnings if "does not cover" in w)
         assert "pinecone store has no keyword search" in warning and "multilingual" in warning, warning
         svc.store.close()

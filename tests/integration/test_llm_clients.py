@@ -11,7 +11,8 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from cairn.errors import LLMError
+
+from cairn.core.errors import LLMError
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -119,7 +120,7 @@ MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 
 
 def test_bedrock_converse_wire_format(fake, aws_env):
-    from cairn.llm import build_llm
+    from cairn.ports.llm import build_llm
 
     fake.reply = '{"reasoning": "ok", "queries": []}'
     llm = build_llm("bedrock", MODEL, region="us-east-1", endpoint_url=fake.url, max_tokens=300)
@@ -139,7 +140,7 @@ def test_bedrock_converse_wire_format(fake, aws_env):
      (400, "ValidationException", False), (403, "AccessDeniedException", False)],
 )
 def test_bedrock_errors_are_planning_errors(fake, aws_env, status, error_type, retryable):
-    from cairn.llm.bedrock import BedrockLLM
+    from cairn.ports.llm.bedrock import BedrockLLM
 
     fake.status, fake.error_type = status, error_type
     with pytest.raises(LLMError, match=error_type) as err:
@@ -148,7 +149,7 @@ def test_bedrock_errors_are_planning_errors(fake, aws_env, status, error_type, r
 
 
 def test_bedrock_read_timeout_is_retryable(fake, aws_env):
-    from cairn.llm.bedrock import BedrockLLM
+    from cairn.ports.llm.bedrock import BedrockLLM
 
     fake.delay_s = 1.5
     with pytest.raises(LLMError, match="ReadTimeoutError") as err:
@@ -160,7 +161,7 @@ def test_bedrock_read_timeout_is_retryable(fake, aws_env):
 
 
 def test_openai_compatible_wire_format(fake):
-    from cairn.llm import build_llm
+    from cairn.ports.llm import build_llm
 
     fake.reply = "a summary"
     llm = build_llm("openai", "gpt-4o-mini", base_url=fake.url + "/v1", api_key="sk-test")
@@ -175,7 +176,7 @@ def test_openai_compatible_wire_format(fake):
 
 @pytest.mark.parametrize("status, retryable", [(429, True), (500, True), (401, False), (400, False)])
 def test_openai_compatible_http_errors(fake, status, retryable):
-    from cairn.llm.openai_compat import OpenAICompatLLM
+    from cairn.ports.llm.openai_compat import OpenAICompatLLM
 
     fake.status = status
     with pytest.raises(LLMError, match=f"HTTP {status}.*fake failure") as err:
@@ -184,7 +185,7 @@ def test_openai_compatible_http_errors(fake, status, retryable):
 
 
 def test_openai_compatible_timeout_and_unreachable(fake):
-    from cairn.llm.openai_compat import OpenAICompatLLM
+    from cairn.ports.llm.openai_compat import OpenAICompatLLM
 
     fake.delay_s = 1.0
     with pytest.raises(LLMError, match="timed out") as err:
@@ -196,8 +197,8 @@ def test_openai_compatible_timeout_and_unreachable(fake):
 
 
 def test_the_intent_analyzer_over_a_real_client(fake):
-    from cairn.llm.openai_compat import OpenAICompatLLM
-    from cairn.planning.intent import IntentAnalyzer
+    from cairn.engine.planning.intent import IntentAnalyzer
+    from cairn.ports.llm.openai_compat import OpenAICompatLLM
 
     fake.reply = '```json\n{"reasoning": "r", "queries": [{"query": "Avalon room size", "context_type": "resource"}]}\n```'
     plan = IntentAnalyzer(OpenAICompatLLM("gpt-4o", base_url=fake.url + "/v1"), timeout_s=3).plan("is the room large?")
@@ -212,16 +213,16 @@ def test_the_intent_analyzer_over_a_real_client(fake):
 
 def test_litellm_is_imported_lazily():
     code = (
-        "import sys, cairn.llm, cairn.llm.litellm_client, cairn.planning.intent, cairn.planning.session_planner, "
-        "cairn.sessions.dynamodb; assert 'litellm' not in sys.modules, 'litellm imported'; "
-        "cairn.llm.build_llm('litellm', 'openai/m'); assert 'litellm' not in sys.modules"
+        "import sys, cairn.ports.llm, cairn.ports.llm.litellm_client, cairn.engine.planning.intent, cairn.engine.planning.session_planner, "
+        "cairn.ports.sessions.dynamodb; assert 'litellm' not in sys.modules, 'litellm imported'; "
+        "cairn.ports.llm.build_llm('litellm', 'openai/m'); assert 'litellm' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_litellm_over_an_openai_compatible_fake(fake):
     pytest.importorskip("litellm")
-    from cairn.llm import build_llm
+    from cairn.ports.llm import build_llm
 
     fake.reply = '{"queries": []}'
     llm = build_llm("litellm", "openai/fake-model", api_base=fake.url + "/v1", api_key="sk-test")

@@ -19,13 +19,13 @@ pytest.importorskip("mcp", reason="cairn mcp needs the optional extra 'mcp'")
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
+from cairn import Cairn
 from cairn.api import ApiKeys  # noqa: E402
-from cairn.config import load_settings  # noqa: E402
-from cairn.errors import ConfigError, MissingExtra  # noqa: E402
-from cairn.ingest import IngestPayload  # noqa: E402
+from cairn.app.services import Services  # noqa: E402
+from cairn.core.config import load_settings  # noqa: E402
+from cairn.core.errors import ConfigError, MissingExtra  # noqa: E402
+from cairn.engine.ingest import IngestPayload  # noqa: E402
 from cairn.mcp import TOOL_OPERATIONS, build_server, running_http  # noqa: E402
-from cairn.services import Services  # noqa: E402
-
 from tests.fakes import HANDBOOK_DOCS  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ GLOBEX_KEY = "globex-mcp-key-0123456789"
 
 def _ingest(services: Services, tenant: str) -> None:
     payload = IngestPayload.parse({"root_uri": ROOT, "documents": DOCS})
-    report = services.cairn(tenant).ingestor().ingest(payload.to_documents(), ROOT)
+    report = Cairn(services, tenant).ingestor().ingest(payload.to_documents(), ROOT)
     assert report.documents == 3 and not report.rejected
 
 
@@ -98,7 +98,7 @@ def over_http(url: str, key: str | None, body: Callable[[ClientSession], Awaitab
 
 
 def _cli_has_mcp() -> bool:
-    from cairn.cli import build_parser
+    from cairn.cli.main import build_parser
 
     return "mcp" in build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
 
@@ -156,10 +156,10 @@ def test_stdio_server_lists_and_runs_every_tool_for_its_bound_user(home):
     asyncio.run(run())
 
 
-@pytest.mark.skipif(not _cli_has_mcp(), reason="`cairn mcp` is not registered in cairn.cli yet (cairn.mcp.add_parser)")
+@pytest.mark.skipif(not _cli_has_mcp(), reason="`cairn mcp` is not registered in cairn.cli.main yet (cairn.mcp.add_parser)")
 def test_cairn_mcp_command_serves_over_stdio(home):
     async def run() -> None:
-        async with stdio_client(_stdio(home, ["-m", "cairn.cli", "mcp"])) as (read, write):
+        async with stdio_client(_stdio(home, ["-m", "cairn.cli.main", "mcp"])) as (read, write):
             async with ClientSession(read, write) as s:
                 await s.initialize()
                 assert {t.name for t in (await s.list_tools()).tools} == TOOLS

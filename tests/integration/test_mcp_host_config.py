@@ -17,11 +17,12 @@ pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
+from cairn import Cairn
 from cairn.api import ApiKeys  # noqa: E402
-from cairn.config import load_settings  # noqa: E402
-from cairn.ingest import IngestPayload  # noqa: E402
+from cairn.app.services import Services  # noqa: E402
+from cairn.core.config import load_settings  # noqa: E402
+from cairn.engine.ingest import IngestPayload  # noqa: E402
 from cairn.mcp import TOOL_OPERATIONS, running_http  # noqa: E402
-from cairn.services import Services  # noqa: E402
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ def home(tmp_path_factory, embedder) -> Path:
     services = Services(load_settings(env={"CAIRN_HOME": str(home), "CAIRN_TENANT": "acme"}), embedder=embedder)
     payload = IngestPayload.parse({"root_uri": "cairn://resources/handbook", "documents": [
         {"path": "refunds.md", "text": "# Refunds\n\nRefunds reach the card within five business days."}]})
-    services.cairn("acme").put_documents(payload.root_uri, [d.model_dump() for d in payload.documents])
+    Cairn(services, "acme").put_documents(payload.root_uri, [d.model_dump() for d in payload.documents])
     return home
 
 
@@ -49,7 +50,7 @@ def test_the_stdio_config_runs_from_another_working_directory(home, tmp_path):
     assert Path(stdio["command"]).is_absolute() and Path(stdio["env"]["CAIRN_HOME"]).is_absolute()
     # the documented command is `<venv>/bin/cairn`; here the same entry point is this interpreter's
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "cairn.cli", *stdio["args"]], cwd=str(tmp_path),
+        command=sys.executable, args=["-m", "cairn.cli.main", *stdio["args"]], cwd=str(tmp_path),
         env={**stdio["env"], "CAIRN_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
              "PYTHONPATH": os.pathsep.join([str(REPO / "lib"), os.environ.get("PYTHONPATH", "")])})
 

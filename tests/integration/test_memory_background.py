@@ -4,12 +4,12 @@ import re
 
 import pytest
 
-from cairn.ingest import Document, Ingestor
-from cairn.models import ContextRecord, Level
-from cairn.requests import FindRequest
-from cairn.retrieval.quick import quick_search
-from cairn.stages import retrieve
-from cairn.vectorstores.local import LocalVectorStore
+from cairn.core.models import ContextRecord, Level
+from cairn.core.requests import FindRequest
+from cairn.engine.ingest import Document, Ingestor
+from cairn.engine.retrieval.quick import quick_search
+from cairn.engine.stages import retrieve
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.integration
 TOPICS = ("refunds take five to ten business days", "invoices are sent on the first of the month",
@@ -39,6 +39,6 @@ def test_a_small_limit_does_not_raise_the_memories_bar(tmp_path, embedder, mode,
 
 
 def _typed(request):
-    from cairn.planning.base import raw_query
+    from cairn.engine.planning.base import raw_query
 
     return raw_query(request.query, request.context_type, request.target_uris)

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from cairn import Cairn
 from cairn.api.routes import build_app, resolve
-from cairn.config import Settings
-from cairn.ingest import IngestPayload
-from cairn.services import Services
-
+from cairn.app.services import Services
+from cairn.core.config import Settings
+from cairn.engine.ingest import IngestPayload
 from tests.fakes import HANDBOOK_DOCS
 from tests.stack import Stack
 
@@ -39,7 +39,7 @@ def _event(method: str, path: str, body: Any = None, tenant: str = "acme") -> di
 def emitted(tmp_path_factory, embedder) -> set[Metric]:
     services = Services(Settings(home=tmp_path_factory.mktemp("metrics")), embedder=embedder)
     payload = IngestPayload.parse({"root_uri": ROOT, "documents": HANDBOOK_DOCS})
-    services.cairn("acme").ingestor().ingest(payload.to_documents(), ROOT)
+    Cairn(services, "acme").ingestor().ingest(payload.to_documents(), ROOT)
     app = build_app(services)
     answers = [resolve(app, _event("POST", "/v1/find", {"query": "refund to my card"}))]
     for context_type in ("memory", "resource", "skill"):

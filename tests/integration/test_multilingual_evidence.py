@@ -3,8 +3,8 @@ small tenant keeps its best matches; random letters still get nothing."""
 
 import pytest
 
-from cairn.config import load_settings
-from cairn.pipeline import Cairn
+from cairn import Cairn
+from cairn.core.config import load_settings
 
 pytestmark = pytest.mark.integration
 KB = "cairn://resources/kb"

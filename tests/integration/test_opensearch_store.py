@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cairn.config import OpenSearchSettings
-from cairn.errors import FilterError, VectorStoreRequestError, VectorStoreUnavailable
-from cairn.models import ContextRecord
-from cairn.vectorstores import SearchMode, VectorQuery
-from cairn.vectorstores.fusion import fuse
-from cairn.vectorstores.opensearch import OpenSearchVectorStore, doc_id
 
+from cairn.core.config import OpenSearchSettings
+from cairn.core.errors import FilterError, VectorStoreRequestError, VectorStoreUnavailable
+from cairn.core.models import ContextRecord
+from cairn.ports.vectorstores import SearchMode, VectorQuery
+from cairn.ports.vectorstores.fusion import fuse
+from cairn.ports.vectorstores.opensearch import OpenSearchVectorStore, doc_id
 from tests.emulators.opensearch_emulator import (
     OpenSearchEmulator,
     make_opensearch_store,
@@ -298,9 +298,9 @@ def test_unreachable_cluster_is_retryable_unavailable() -> None:
 
 
 def test_an_embedder_of_another_dimension_is_refused_at_start(emulator: OpenSearchEmulator, store: OpenSearchVectorStore) -> None:
-    from cairn.config import Settings
-    from cairn.errors import DimensionMismatch
-    from cairn.services import Services
+    from cairn.app.services import Services
+    from cairn.core.config import Settings
+    from cairn.core.errors import DimensionMismatch
 
     class Sized:
         name = "sized"

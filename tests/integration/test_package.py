@@ -75,7 +75,7 @@ class Block(importlib.abc.MetaPathFinder):
         if name.split('.')[0] in {sorted(dropped)!r}:
             raise ImportError('dropped from the layer: ' + name)
 sys.meta_path.insert(0, Block())
-from cairn.embeddings.local import LocalEmbedder
+from cairn.ports.embeddings.local import LocalEmbedder
 assert LocalEmbedder().embed(['a short text']).shape == (1, 384)
 from opensearchpy import OpenSearch
 OpenSearch(hosts=['http://127.0.0.1:9'])

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from cairn.config import PineconeSettings
-from cairn.errors import RecordValidationError, VectorStoreRequestError, VectorStoreUnavailable
-from cairn.models import ContextRecord
-from cairn.vectorstores import VectorQuery
-from cairn.vectorstores.pinecone import PineconeVectorStore
+from cairn.core.config import PineconeSettings
+from cairn.core.errors import RecordValidationError, VectorStoreRequestError, VectorStoreUnavailable
+from cairn.core.models import ContextRecord
+from cairn.ports.vectorstores import VectorQuery
+from cairn.ports.vectorstores.pinecone import PineconeVectorStore
 from tests.emulators.pinecone_emulator import (
     MAX_METADATA_BYTES,
     MAX_REQUEST_BYTES,
@@ -253,9 +253,9 @@ class SizedEmbedder:
 
 
 def test_an_embedder_of_another_dimension_is_refused_at_start(emulator: PineconeEmulator) -> None:
-    from cairn.config import Settings
-    from cairn.errors import DimensionMismatch
-    from cairn.services import Services
+    from cairn.app.services import Services
+    from cairn.core.config import Settings
+    from cairn.core.errors import DimensionMismatch
 
     settings = Settings(store=PineconeSettings(api_key=emulator.api_key or "k", index_host=emulator.host))
     assert Services(settings, embedder=SizedEmbedder(DIM)).store.index_dimension() == DIM

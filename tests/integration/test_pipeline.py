@@ -2,10 +2,10 @@
 
 import pytest
 
-from cairn.errors import RequestError
-from cairn.ingest import Document, Ingestor
-from cairn.pipeline import Cairn
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.core.errors import RequestError
+from cairn.engine.ingest import Document, Ingestor
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.integration
 
@@ -78,8 +78,8 @@ def test_bad_requests_are_clear(cairn):
 
 
 def test_filter_limits_count_what_the_caller_wrote(cairn):
-    from cairn.errors import RequestError
-    from cairn.filters import MAX_DEPTH
+    from cairn.core.errors import RequestError
+    from cairn.core.filters import MAX_DEPTH
 
     def nested(depth: int) -> dict:
         node: dict = {"level": 2}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn.errors import RateLimited
-from cairn.ratelimit import DynamoDBCounter, Limit, LimitPolicy, RateLimiter, create_table
+from cairn.core.errors import RateLimited
+from cairn.ports.ratelimit import DynamoDBCounter, Limit, LimitPolicy, RateLimiter, create_table
 from tests.ports import free_port
 
 pytestmark = pytest.mark.integration

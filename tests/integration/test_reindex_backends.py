@@ -9,11 +9,12 @@ the switch is a setting (what the summary says).
 from __future__ import annotations
 
 import pytest
-from cairn.config import load_settings
-from cairn.errors import EmbedderMismatch, RequestError
-from cairn.reindex import reindex
-from cairn.services import Services
 
+from cairn import Cairn
+from cairn.app.services import Services
+from cairn.core.config import load_settings
+from cairn.core.errors import EmbedderMismatch, RequestError
+from cairn.engine.reindex import reindex
 from tests.unit.test_reindex_records import DOCS, ROOT, Hashing
 
 pytestmark = pytest.mark.integration
@@ -33,7 +34,7 @@ def _services(env: dict[str, str], model: str) -> Services:
 
 
 def _answers(services: Services, tenant: str) -> list[list[str]]:
-    cairn = services.cairn(tenant)
+    cairn = Cairn(services, tenant)
     return [[m.uri for m in cairn.find(q, limit=5).resources] for q in ("refunds five days", "invoices monthly", "trains")]
 
 
@@ -42,12 +43,12 @@ def test_opensearch_reindex_switches_an_alias_and_keeps_every_tenant(opensearch,
            "CAIRN_HOME": str(tmp_path)}
     old = _services(env, "custom-a")
     for tenant in ("acme", "globex"):
-        old.cairn(tenant).ingestor().ingest(DOCS, ROOT)
-        old.cairn(tenant).remember("Ann wants refunds to her card", "preferences", user="ann")
+        Cairn(old, tenant).ingestor().ingest(DOCS, ROOT)
+        Cairn(old, tenant).remember("Ann wants refunds to her card", "preferences", user="ann")
 
     new = _services(env, "custom-b")
     with pytest.raises(EmbedderMismatch):
-        new.cairn("acme").find("refunds")
+        Cairn(new, "acme").find("refunds")
     with pytest.raises(RequestError, match="records of other tenants"):
         reindex(new, ["acme"])  # one index serves both tenants: moving one would strand the other
     assert "cairn-ctx" in opensearch.state.indices and not opensearch.state.aliases
@@ -59,14 +60,14 @@ def test_opensearch_reindex_switches_an_alias_and_keeps_every_tenant(opensearch,
     fresh_env = {**env, "CAIRN_OPENSEARCH_INDEX": "fresh"}
     fresh = _services(fresh_env, "custom-b")
     for tenant in ("acme", "globex"):
-        fresh.cairn(tenant).ingestor().ingest(DOCS, ROOT)
-        fresh.cairn(tenant).remember("Ann wants refunds to her card", "preferences", user="ann")
+        Cairn(fresh, tenant).ingestor().ingest(DOCS, ROOT)
+        Cairn(fresh, tenant).remember("Ann wants refunds to her card", "preferences", user="ann")
     served = _services(env, "custom-b")  # a new process with the new embedder, through the alias
     for tenant in ("acme", "globex"):
         assert _answers(served, tenant) == _answers(fresh, tenant)
-        assert served.cairn(tenant).find("refunds to her card", user="ann").memories
+        assert Cairn(served, tenant).find("refunds to her card", user="ann").memories
     with pytest.raises(EmbedderMismatch):
-        _services(env, "custom-a").cairn("acme").find("refunds")
+        Cairn(_services(env, "custom-a"), "acme").find("refunds")
 
     back = reindex(_services(env, "custom-a"), ["acme", "globex"])  # the next move keeps the old index
     assert opensearch.state.aliases == {"cairn-ctx": back.new_index} and report.new_index in opensearch.state.indices
@@ -81,7 +82,7 @@ def test_pinecone_reindex_fills_the_index_you_created_and_says_how_to_switch(tmp
         env = {"CAIRN_STORE": "pinecone", "CAIRN_PINECONE_API_KEY": "emulator-key", "CAIRN_PINECONE_INDEX_HOST": live.host,
                "CAIRN_HOME": str(tmp_path)}
         old = _services(env, "custom-a")
-        old.cairn("acme").ingestor().ingest(DOCS, ROOT)
+        Cairn(old, "acme").ingestor().ingest(DOCS, ROOT)
         new = _services(env, "custom-b")
         with pytest.raises(RequestError, match="pass its host"):
             reindex(new, ["acme"])
@@ -89,7 +90,7 @@ def test_pinecone_reindex_fills_the_index_you_created_and_says_how_to_switch(tmp
         assert not report.switched and f"CAIRN_PINECONE_INDEX_HOST={target.host}" in report.summary()
         switched = _services({**env, "CAIRN_PINECONE_INDEX_HOST": target.host}, "custom-b")
         fresh = _services({**env, "CAIRN_PINECONE_INDEX_HOST": start_pinecone_emulator(16).host}, "custom-b")
-        fresh.cairn("acme").ingestor().ingest(DOCS, ROOT)
+        Cairn(fresh, "acme").ingestor().ingest(DOCS, ROOT)
         assert _answers(switched, "acme") == _answers(fresh, "acme")
         _answers(old, "acme")  # the old index serves the old embedder until the switch
     finally:

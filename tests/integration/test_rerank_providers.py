@@ -21,10 +21,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 import pytest
-from cairn.models import Candidate, ContextRecord
-from cairn.rerank import build_reranker
-from cairn.rerank.bedrock import BedrockReranker
-from cairn.rerank.cohere import CohereReranker
+
+from cairn.core.models import Candidate, ContextRecord
+from cairn.ports.rerank import build_reranker
+from cairn.ports.rerank.bedrock import BedrockReranker
+from cairn.ports.rerank.cohere import CohereReranker
 
 pytestmark = pytest.mark.integration
 
@@ -356,7 +357,7 @@ def test_bedrock_accepts_a_model_arn(bedrock_server, monkeypatch):
 
 def test_litellm_reranks_through_a_cohere_compatible_api_base(cohere_server, monkeypatch):
     pytest.importorskip("litellm", reason="litellm is an optional extra (cairn-context[llm])")
-    from cairn.rerank.litellm_provider import LiteLLMReranker
+    from cairn.ports.rerank.litellm_provider import LiteLLMReranker
 
     r = LiteLLMReranker(model="cohere/rerank-v3.5", api_base=cohere_server.url, api_key="test-key", backoff_s=0.0)
     out = r.rerank(QUERY, candidates())

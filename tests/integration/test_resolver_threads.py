@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from cairn import Cairn
 from cairn.api.routes import build_app, resolve
-from cairn.config import Settings
-from cairn.ingest import IngestPayload
-from cairn.services import Services
+from cairn.app.services import Services
+from cairn.core.config import Settings
+from cairn.engine.ingest import IngestPayload
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +37,7 @@ def test_two_tenants_answered_at_once_each_get_their_own_documents(tmp_path: Pat
     for tenant, doc in (("acme", {"path": "refunds.md", "text": "# Refunds\n\nAcme refunds reach the card in five days."}),
                         ("globex", {"path": "parking.md", "text": "# Parking\n\nGlobex staff park in garage B."})):
         root = "cairn://resources/handbook"
-        services.cairn(tenant).ingestor().ingest(IngestPayload.parse({"root_uri": root, "documents": [doc]}).to_documents(), root)
+        Cairn(services, tenant).ingestor().ingest(IngestPayload.parse({"root_uri": root, "documents": [doc]}).to_documents(), root)
 
     both_inside = threading.Barrier(2, timeout=10)
 

@@ -8,8 +8,9 @@ import sys
 
 import boto3
 import pytest
-from cairn.errors import ConfigError
-from cairn.secrets import SecretResolver, SecretUnavailable, is_reference
+
+from cairn.core.errors import ConfigError
+from cairn.ports.secrets import SecretResolver, SecretUnavailable, is_reference
 
 pytestmark = pytest.mark.integration
 moto = pytest.importorskip("moto")
@@ -63,5 +64,5 @@ def test_a_missing_secret_names_the_setting_the_reference_and_the_permission(aws
 
 
 def test_importing_the_module_does_not_import_powertools():
-    code = "import sys, cairn.secrets; assert 'aws_lambda_powertools' not in sys.modules"
+    code = "import sys, cairn.ports.secrets; assert 'aws_lambda_powertools' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-import uuid
-
 import pytest
-from cairn.errors import RequestError, SessionConflict, SessionNotFound
-from cairn.sessions import Message, open_session_store
-from cairn.sessions.base import MAX_CONTENT_CHARS, MAX_SUMMARY_CHARS
-from cairn.sessions.compression import ExtractiveSummarizer
+
+from cairn.core.errors import RequestError, SessionConflict, SessionNotFound
+from cairn.engine.memory.session_summaries import ExtractiveSummarizer
+from cairn.ports.sessions import Message, open_session_store
+from cairn.ports.sessions.base import MAX_CONTENT_CHARS, MAX_SUMMARY_CHARS
 from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -47,7 +47,8 @@ def monkeypatch_module():
 def dynamodb_client(moto_endpoint):
     import boto3
     from botocore.config import Config
-    from cairn.sessions.dynamodb import create_table
+
+    from cairn.ports.sessions.dynamodb import create_table
 
     client = boto3.client(
         "dynamodb", region_name="us-east-1", endpoint_url=moto_endpoint,
@@ -247,7 +248,7 @@ def test_concurrent_appends_store_every_message_once_in_order(store):
 
 
 def test_dynamodb_item_layout_ttl_and_stream(dynamodb_client):
-    from cairn.sessions.dynamodb import TTL_ATTRIBUTE, DynamoDBSessionStore
+    from cairn.ports.sessions.dynamodb import TTL_ATTRIBUTE, DynamoDBSessionStore
 
     store = DynamoDBSessionStore(TABLE, client=dynamodb_client)
     s = store.create("acme", ttl_s=3600)
@@ -284,7 +285,7 @@ def _stall_put(store, monkeypatch, content):
 
 
 def test_dynamodb_a_seq_in_flight_is_sealed_by_compression_and_the_append_moves_up(dynamodb_client, monkeypatch):
-    from cairn.sessions.dynamodb import DynamoDBSessionStore
+    from cairn.ports.sessions.dynamodb import DynamoDBSessionStore
 
     store = DynamoDBSessionStore(TABLE, client=dynamodb_client)
     s = store.create("acme")
@@ -311,7 +312,7 @@ def test_dynamodb_a_seq_in_flight_is_sealed_by_compression_and_the_append_moves_
 
 
 def test_dynamodb_a_message_stored_after_the_read_makes_compression_retry(dynamodb_client, monkeypatch):
-    from cairn.sessions.dynamodb import DynamoDBSessionStore
+    from cairn.ports.sessions.dynamodb import DynamoDBSessionStore
 
     store = DynamoDBSessionStore(TABLE, client=dynamodb_client)
     s = store.create("acme")
@@ -337,7 +338,7 @@ def test_dynamodb_a_message_stored_after_the_read_makes_compression_retry(dynamo
 
 
 def test_dynamodb_a_counter_moved_back_is_lifted_and_a_retried_put_is_stored_once(dynamodb_client):
-    from cairn.sessions.dynamodb import DynamoDBSessionStore, session_pk
+    from cairn.ports.sessions.dynamodb import DynamoDBSessionStore, session_pk
 
     store = DynamoDBSessionStore(TABLE, client=dynamodb_client)
     s = store.create("acme")
@@ -371,8 +372,9 @@ def test_dynamodb_a_counter_moved_back_is_lifted_and_a_retried_put_is_stored_onc
 
 def test_dynamodb_errors_are_mapped(moto_endpoint):
     import boto3
-    from cairn.errors import SessionError
-    from cairn.sessions.dynamodb import DynamoDBSessionStore
+
+    from cairn.core.errors import SessionError
+    from cairn.ports.sessions.dynamodb import DynamoDBSessionStore
 
     client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=moto_endpoint)
     store = DynamoDBSessionStore("no-such-table", client=client)
@@ -419,8 +421,8 @@ def test_compression_holds_uncommitted_messages_when_asked(store):
 
 
 def test_memory_commit_reads_new_messages_once_on_every_backend(store, embedder, tmp_path):
-    from cairn.memory import MemoryService
-    from cairn.vectorstores.local import LocalVectorStore
+    from cairn.engine.memory import MemoryService
+    from cairn.ports.vectorstores.local import LocalVectorStore
 
     vectors = LocalVectorStore(tmp_path / "vectors", dimension=embedder.dimension)
     memory = MemoryService(vectors, embedder, "acme", sessions=store)

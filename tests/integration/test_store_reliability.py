@@ -22,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cairn.models import ContextRecord
-from cairn.vectorstores import VectorQuery
-from cairn.vectorstores import local_persistence as persist
-from cairn.vectorstores.local import LocalVectorStore
+
+from cairn.core.models import ContextRecord
+from cairn.ports.vectorstores import VectorQuery
+from cairn.ports.vectorstores import local_persistence as persist
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.integration
 
@@ -36,10 +37,10 @@ WORKER = textwrap.dedent(
     import json, os, signal, sys, time
     from pathlib import Path
     import numpy as np
-    from cairn.models import ContextRecord
-    from cairn.vectorstores import VectorQuery
-    from cairn.vectorstores import local_persistence as persist
-    from cairn.vectorstores.local import LocalVectorStore
+    from cairn.core.models import ContextRecord
+    from cairn.ports.vectorstores import VectorQuery
+    from cairn.ports.vectorstores import local_persistence as persist
+    from cairn.ports.vectorstores.local import LocalVectorStore
 
     args = json.loads(sys.argv[1])
     home, mode = Path(args["home"]), args["mode"]
@@ -57,9 +58,9 @@ WORKER = textwrap.dedent(
         time.sleep(0.005)
     store = LocalVectorStore(home / "store", dimension=4)
     if mode == "ingest":
-        from cairn.embeddings.base import Embedder, normalize
-        from cairn.ingest import Ingestor
-        from cairn.ingest.sources import Document
+        from cairn.ports.embeddings.base import Embedder, normalize
+        from cairn.engine.ingest import Ingestor
+        from cairn.engine.ingest.sources import Document
 
         class Tiny(Embedder):
             name, dimension = "tiny", 4
@@ -119,7 +120,7 @@ def _root_ids(store: LocalVectorStore, root: int) -> set[str]:
 
 
 def _root_record_ids(root: int) -> list[str]:
-    from cairn.models import record_id
+    from cairn.core.models import record_id
 
     return [record_id(TENANT, f"cairn://resources/r{root}", level) for level in (0, 1)]
 

@@ -27,17 +27,18 @@ from typing import Any
 
 import pytest
 
+from cairn import Cairn
+from cairn.app.services import Services
+from cairn.app.workflow import WorkflowInput
+from cairn.core.config import load_settings
+from cairn.core.models import FindResult, QueryPlan
+from cairn.core.requests import FindRequest
+from cairn.engine.ingest import Document, Ingestor
+from cairn.ports.sessions import open_session_store
+from cairn.ports.vectorstores.local import LocalVectorStore
 from tests.fakes import UnavailableStore
-from tests.stack import as_deployed
-from cairn.config import load_settings
-from cairn.ingest import Document, Ingestor
-from cairn.models import FindResult, QueryPlan
-from cairn.requests import FindRequest
-from cairn.sessions import open_session_store
-from cairn.vectorstores.local import LocalVectorStore
-from cairn.services import Services
-from cairn.workflow import WorkflowInput
 from tests.ports import free_port
+from tests.stack import as_deployed
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +96,8 @@ def handlers(tmp_path_factory, embedder, moto_server):
     """The plan/retrieve/rerank handler modules over one local store holding acme's handbook,
     with sessions in a DynamoDB table on the moto server."""
     import boto3
-    from cairn.sessions.dynamodb import create_table
+
+    from cairn.ports.sessions.dynamodb import create_table
 
     home = tmp_path_factory.mktemp("cairn")
     store = LocalVectorStore(home / "store", dimension=embedder.dimension)
@@ -294,8 +296,8 @@ def test_search_with_a_session_gives_the_same_ranked_uris_in_process_and_through
 ):
     """One composition root: the Lambda path plans with the same entity scoping, threshold and
     reranker as Cairn in process, so the same request over the same data ranks the same URIs."""
-    from cairn import workflow
-    from cairn.requests import FindRequest
+    from cairn.app import workflow
+    from cairn.core.requests import FindRequest
 
     sfn, arn = state_machine
     sessions = handlers["sessions"]
@@ -303,7 +305,7 @@ def test_search_with_a_session_gives_the_same_ranked_uris_in_process_and_through
     sessions.append("acme", sid, "user", "I bought the annual plan and I want my money back.")
     request = FindRequest(query="how long does it take to reach my card?", mode="thinking", limit=limit, score_threshold=0.2)
     local = Services(handlers["settings"], store=handlers["store"], embedder=handlers["embedder"], sessions=sessions)
-    in_process = local.cairn("acme").search(request, sid).to_dict()
+    in_process = Cairn(local, "acme").search(request, sid).to_dict()
     deployed = Services(handlers["settings"].model_copy(update={"state_machine_arn": arn}), store=handlers["store"],
                         embedder=handlers["embedder"], sessions=sessions, sfn=SyncOverStartExecution(sfn))
     through_workflow = workflow.search(deployed, "acme", request, sid)
@@ -351,7 +353,7 @@ class TwoQueries:
     name = "two"
 
     def plan(self, query, session=None, *, context_type=None, target_uris=()):
-        from cairn.models import ContextType, QueryPlan, TypedQuery
+        from cairn.core.models import ContextType, QueryPlan, TypedQuery
 
         return QueryPlan(reasoning="both", planner=self.name, queries=(
             TypedQuery(query=query, context_type=ContextType.RESOURCE), TypedQuery(query=query, context_type=ContextType.MEMORY)))

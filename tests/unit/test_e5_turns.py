@@ -9,8 +9,9 @@ import time
 
 import numpy as np
 import pytest
-from cairn.embeddings import local_e5
-from cairn.embeddings.local_e5 import LocalE5Embedder
+
+from cairn.ports.embeddings import local_e5
+from cairn.ports.embeddings.local_e5 import LocalE5Embedder
 
 pytestmark = pytest.mark.unit
 PAGES = [f"Page {i}: the lift in block {i} is serviced on Mondays between eight and ten." for i in range(16)]

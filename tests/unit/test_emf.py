@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from cairn.observability import metrics as m
-from cairn.observability.stats import RetrievalStats
+
+from cairn.ports.observability import metrics as m
+from cairn.ports.observability.stats import RetrievalStats
 
 pytestmark = pytest.mark.unit
 
@@ -115,7 +116,7 @@ def test_every_metric_name_has_a_unit():
 
 
 def test_operation_metrics_are_one_document_per_operation_with_its_errors(capsys):
-    from cairn.observability.operations import OperationStats
+    from cairn.ports.observability.operations import OperationStats
 
     ops = OperationStats()
     ops.record("find", 200, 12.5)

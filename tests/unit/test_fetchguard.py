@@ -7,8 +7,8 @@ import ipaddress
 
 import pytest
 
-from cairn.errors import FetchRefused
-from cairn.ingest.fetchguard import Budget, FetchPolicy, address_class
+from cairn.core.errors import FetchRefused
+from cairn.engine.ingest.fetchguard import Budget, FetchPolicy, address_class
 
 CLASSES = [
     ("127.0.0.1", "loopback"), ("127.255.255.254", "loopback"), ("::1", "loopback"),
@@ -99,7 +99,7 @@ def test_the_budget_refuses_once_spent_and_remembers_why():
 
 
 def test_connection_pools_are_kept_for_a_bounded_number_of_origins():
-    from cairn.ingest.fetchguard import MAX_POOLS, GuardedTransport
+    from cairn.engine.ingest.fetchguard import MAX_POOLS, GuardedTransport
 
     transport = GuardedTransport(FetchPolicy())
     first = transport._pool("https", "host0.example", 443)

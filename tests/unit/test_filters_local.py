@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cairn.filters import parse
-from cairn.filters.local import SUPPORTED_OPERATORS, compile, equal
-from cairn.filters.tree import ALL_OPERATORS
-from cairn.models import ContextRecord
+
+from cairn.core.filters import parse
+from cairn.core.filters.local import SUPPORTED_OPERATORS, compile, equal
+from cairn.core.filters.tree import ALL_OPERATORS
+from cairn.core.models import ContextRecord
 
 pytestmark = pytest.mark.unit
 

@@ -6,10 +6,11 @@ import operator
 from typing import Any
 
 import pytest
-from cairn.filters import parse
-from cairn.filters.local import equal
-from cairn.filters.opensearch import SUPPORTED_OPERATORS, translate
-from cairn.filters.tree import ALL_OPERATORS
+
+from cairn.core.filters import parse
+from cairn.core.filters.local import equal
+from cairn.core.filters.opensearch import SUPPORTED_OPERATORS, translate
+from cairn.core.filters.tree import ALL_OPERATORS
 
 pytestmark = pytest.mark.unit
 
@@ -207,6 +208,7 @@ def test_opensearch_declares_operators() -> None:
 
 
 from tests.unit import test_filters_local as LOCAL  # noqa: E402 - the shared local cases
+
 _RANGE = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
 
 

@@ -7,8 +7,9 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import pytest
-from cairn.errors import FilterError, FilterProblem
-from cairn.filters import (
+
+from cairn.core.errors import FilterError, FilterProblem
+from cairn.core.filters import (
     MAX_CLAUSES,
     MAX_DEPTH,
     MAX_LIST_VALUES,

@@ -6,16 +6,17 @@ import operator
 from typing import Any
 
 import pytest
-from cairn.errors import UnsupportedFilterError
-from cairn.filters import parse
-from cairn.filters.local import equal
-from cairn.filters.pinecone import (
+
+from cairn.core.errors import UnsupportedFilterError
+from cairn.core.filters import parse
+from cairn.core.filters.local import equal
+from cairn.core.filters.pinecone import (
     MATCH_NOTHING,
     NATIVE_OPERATORS,
     SUPPORTED_OPERATORS,
     translate,
 )
-from cairn.filters.tree import ALL_OPERATORS, Compare, Or
+from cairn.core.filters.tree import ALL_OPERATORS, Compare, Or
 
 pytestmark = pytest.mark.unit
 
@@ -229,6 +230,7 @@ def test_translate_accepts_a_hand_built_tree() -> None:
 
 
 from tests.unit import test_filters_local as LOCAL  # noqa: E402 - the shared local cases
+
 _RANGE = {
     "$gt": operator.gt,
     "$gte": operator.ge,

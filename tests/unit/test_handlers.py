@@ -1,7 +1,7 @@
 """The Lambda handlers with their sample events (events/), over a temp local store and SQLite sessions.
 
 Each handler module is loaded from its file (every function's module is ``app``, as Lambda sees
-it) and given :class:`~cairn.services.Services` whose parts the test builds; nothing reaches a network.
+it) and given :class:`~cairn.app.services.Services` whose parts the test builds; nothing reaches a network.
 """
 
 from __future__ import annotations
@@ -17,16 +17,11 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import UnavailableStore
-from tests.stack import as_deployed, deployable
+from cairn import Cairn
 from cairn.api import AuthorizerConfig, build_app
-from cairn.config import load_settings
-from cairn.errors import SessionNotFound
-from cairn.ingest import Document, Ingestor, LocalContentStore
-from cairn.models import FindResult, QueryPlan
-from cairn.sessions import open_session_store
-from cairn.vectorstores.local import LocalVectorStore
-from cairn.workflow import (
+from cairn.app.services import Services
+from cairn.app.workflow import (
+    RETRIEVE_OUTPUT_BUDGET,
     RETRYABLE_ERROR,
     TASK_ERROR,
     CairnRetryableError,
@@ -36,13 +31,19 @@ from cairn.workflow import (
     RetrieveOutput,
     RetrieveTask,
     WorkflowInput,
-    RETRIEVE_OUTPUT_BUDGET,
     compact,
     execution_error,
     hydrate,
     state_size,
 )
-from cairn.services import Services
+from cairn.core.config import load_settings
+from cairn.core.errors import SessionNotFound
+from cairn.core.models import FindResult, QueryPlan
+from cairn.engine.ingest import Document, Ingestor, LocalContentStore
+from cairn.ports.sessions import open_session_store
+from cairn.ports.vectorstores.local import LocalVectorStore
+from tests.fakes import UnavailableStore
+from tests.stack import as_deployed, deployable
 
 pytestmark = pytest.mark.unit
 
@@ -699,7 +700,7 @@ def test_search_is_refused_before_the_workflow_starts(api, world, change, status
 def test_time_budgets_nest_from_the_gateway_down_to_each_task():
     """API Gateway (30 s) > the API function > the StartSyncExecution read timeout > the workflow
     > each task's timeout times its attempts, with the waits between them."""
-    from cairn.config import Settings
+    from cairn.core.config import Settings
 
     SFN_READ_TIMEOUT_S = Settings().workflow_timeout_s  # noqa: N806
     machine = asl()
@@ -782,9 +783,9 @@ def body_of(resp: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_lone_surrogate_is_refused_by_the_library_too(world):
-    from cairn.errors import RequestError
+    from cairn.core.errors import RequestError
 
-    cairn = world["services"]().cairn("acme")
+    cairn = Cairn(world["services"](), "acme")
     with pytest.raises(RequestError, match="unpaired surrogate"):
         cairn.find("\ud800 refund")
     sid = world["sessions"].create("acme").id
@@ -806,7 +807,7 @@ def test_the_prefetch_of_a_new_message_searches_its_users_memories_only(world):
 
 
 def test_a_backend_that_is_down_is_a_503_that_names_no_host(api, world):
-    from cairn.errors import VectorStoreUnavailable
+    from cairn.core.errors import VectorStoreUnavailable
 
     class Down(UnavailableStore):
         def __getattr__(self, name: str) -> Any:

@@ -1,8 +1,9 @@
 import pytest
-from cairn.ingest import Ingestor
-from cairn.ingest.chunking import CHUNK_CHARS, chunk
-from cairn.models import Level
-from cairn.vectorstores.local import LocalVectorStore
+
+from cairn.core.models import Level
+from cairn.engine.ingest import Ingestor
+from cairn.engine.ingest.chunking import CHUNK_CHARS, chunk
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +27,7 @@ def test_folder_becomes_an_l0_l1_l2_tree(corpus, store, embedder):
 
 def test_directory_summaries_are_extractive(corpus, store, embedder):
     Ingestor(store, embedder, "acme").ingest_path(corpus, "cairn://resources/handbook")
-    from cairn.models import record_id
+    from cairn.core.models import record_id
 
     root_l0, billing_l1 = store.fetch(
         "acme",
@@ -86,8 +87,8 @@ def _all_ids(store):
 
 
 def test_a_folder_title_holding_a_placeholder_stays_literal_in_the_summary_prompt():
-    from cairn.ingest.summaries import ChildSummary
-    from cairn.ingest.summarizer import LLMSummarizer
+    from cairn.engine.ingest.summaries import ChildSummary
+    from cairn.engine.ingest.summarizer import LLMSummarizer
 
     class Never:
         def complete(self, *a, **k):  # pragma: no cover - the prompt alone is checked
@@ -100,8 +101,8 @@ def test_a_folder_title_holding_a_placeholder_stays_literal_in_the_summary_promp
 
 
 def test_llm_summaries_are_bounded_per_summarizer():
-    from cairn.ingest.summaries import ChildSummary
-    from cairn.ingest.summarizer import LLMSummarizer
+    from cairn.engine.ingest.summaries import ChildSummary
+    from cairn.engine.ingest.summarizer import LLMSummarizer
 
     class Counting:
         calls = 0

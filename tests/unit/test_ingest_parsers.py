@@ -5,14 +5,15 @@ import random
 import zipfile
 
 import pytest
+
 from benchmarks.docs_corpus import sentences, write_one_of_each, write_pdf
-from cairn.errors import RequestError
-from cairn.ingest.chunking import ChunkingConfig, chunk_sections, markdown_sections
-from cairn.ingest.parsers import PARSERS, parser_for
-from cairn.ingest.parsers.base import Limits
-from cairn.ingest.sources import read_file, read_folder, split_items
-from cairn.ingest.tree import build_tree
-from cairn.models import Level
+from cairn.core.errors import RequestError
+from cairn.core.models import Level
+from cairn.engine.ingest.chunking import ChunkingConfig, chunk_sections, markdown_sections
+from cairn.engine.ingest.parsers import PARSERS, parser_for
+from cairn.engine.ingest.parsers.base import Limits
+from cairn.engine.ingest.sources import read_file, read_folder, split_items
+from cairn.engine.ingest.tree import build_tree
 
 pytestmark = pytest.mark.unit
 
@@ -183,7 +184,7 @@ def test_code_is_cut_into_functions_and_classes_and_a_big_class_into_methods(tmp
     step = next(s for s in doc.sections if s.label == "def Pipeline.step_3")
     assert step.heading_path == ("Pipeline", "step_3") and doc.text[step.start:].startswith("    def step_3(self):")
     js = {s.label for s in every_format["client.js"].sections}
-    from cairn.ingest.parsers.code import tree_sitter_available
+    from cairn.engine.ingest.parsers.code import tree_sitter_available
 
     if tree_sitter_available():
         assert {"function declaration fetchOrders", "class declaration Cart"} <= js
@@ -192,7 +193,7 @@ def test_code_is_cut_into_functions_and_classes_and_a_big_class_into_methods(tmp
 
 
 def test_without_tree_sitter_other_languages_are_cut_at_top_level_lines(tmp_path, monkeypatch):
-    from cairn.ingest.parsers import code
+    from cairn.engine.ingest.parsers import code
 
     monkeypatch.setattr(code, "tree_sitter_available", lambda: False)
     (tmp_path / "main.go").write_text("package main\n\nimport \"fmt\"\n\nfunc hello() {\n\n\tfmt.Println(1)\n}\n\nfunc main() {\n\thello()\n}\n")

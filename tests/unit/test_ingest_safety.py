@@ -4,10 +4,11 @@ reported, never read; a long (CJK) file name does not abort the ingest."""
 import os
 
 import pytest
-from cairn.ingest import Ingestor, LocalContentStore, read
-from cairn.ingest.content import MAX_SEGMENT_CHARS, node_path
-from cairn.ingest.sources import read_folder, split_items
-from cairn.vectorstores.local import LocalVectorStore
+
+from cairn.engine.ingest import Ingestor, LocalContentStore, read
+from cairn.engine.ingest.sources import read_folder, split_items
+from cairn.ports.content import MAX_SEGMENT_CHARS, node_path
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 ROOT = "cairn://resources/docs"
@@ -85,7 +86,7 @@ def test_a_file_named_with_29_cjk_characters_is_ingested_and_read_back(docs, tmp
 
 
 def test_tenants_differing_only_by_case_never_share_content_folders(tmp_path):
-    from cairn.ingest import LocalContentStore
+    from cairn.engine.ingest import LocalContentStore
 
     store = LocalContentStore(tmp_path / "content")
     uri = "cairn://resources/kb/a.md"

@@ -3,18 +3,19 @@
 import json
 
 import pytest
-from cairn.errors import RequestError
+
 from benchmarks.presets import DSTC11_LEAF_TITLE_RULES, DSTC11_TITLE_RULES
-from cairn.ingest import (
+from cairn.core.errors import RequestError
+from cairn.core.models import ContextType, Level
+from cairn.engine.ingest import (
     DirTitleRule,
     Document,
     IngestPayload,
     context_root,
 )
-from cairn.ingest.parsers.base import Limits
-from cairn.ingest.sources import MAX_FILE_BYTES, read_beir, read_folder, split_items
-from cairn.ingest.tree import build_tree
-from cairn.models import ContextType, Level
+from cairn.engine.ingest.parsers.base import Limits
+from cairn.engine.ingest.sources import MAX_FILE_BYTES, read_beir, read_folder, split_items
+from cairn.engine.ingest.tree import build_tree
 
 pytestmark = pytest.mark.unit
 ROOT = "cairn://resources/kb"

@@ -5,12 +5,13 @@ import json
 
 import numpy as np
 import pytest
-from cairn.embeddings.base import Embedder, normalize
-from cairn.errors import EmbeddingError
-from cairn.ingest import Document, Ingestor, LLMSummarizer, LocalContentStore, read
-from cairn.ingest.chunking import CHUNK_CHARS
-from cairn.errors import ContextNotFound as NotFound
-from cairn.vectorstores.local import LocalVectorStore
+
+from cairn.core.errors import ContextNotFound as NotFound
+from cairn.core.errors import EmbeddingError
+from cairn.engine.ingest import Document, Ingestor, LLMSummarizer, LocalContentStore, read
+from cairn.engine.ingest.chunking import CHUNK_CHARS
+from cairn.ports.embeddings.base import Embedder, normalize
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 ROOT = "cairn://resources/kb"

@@ -1,8 +1,9 @@
 """Parsing rules of the intent analysis answer, each one a row."""
 
 import pytest
-from cairn.models import ContextType
-from cairn.planning.parsing import PlanParseError, parse_plan
+
+from cairn.core.models import ContextType
+from cairn.engine.planning.parsing import PlanParseError, parse_plan
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-detect = importlib.import_module("cairn.text.detect")
+detect = importlib.import_module("cairn.core.text.detect")
 langid = pytest.importorskip("py3langid.langid")
 
 TEXTS = ["Das ist ein kleiner Test für die Erkennung der Sprache", "Ceci est une phrase en français pour tester",

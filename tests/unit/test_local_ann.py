@@ -6,11 +6,12 @@ import time
 
 import numpy as np
 import pytest
-from cairn.config import load_settings
-from cairn.errors import VectorStoreError
-from cairn.models import ContextRecord
-from cairn.vectorstores import VectorQuery, local_ann
-from cairn.vectorstores.local import LocalVectorStore
+
+from cairn.core.config import load_settings
+from cairn.core.errors import VectorStoreError
+from cairn.core.models import ContextRecord
+from cairn.ports.vectorstores import VectorQuery, local_ann
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 faiss = pytest.importorskip("faiss")

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.unit
 CODE = """
 import json, os, sys
 before = dict(os.environ)
-from cairn.embeddings.local import LocalEmbedder
+from cairn.ports.embeddings.local import LocalEmbedder
 emb = LocalEmbedder()
 vectors = emb.embed(["a refund policy", "travel"])
 emb.embed(["where is my refund?"], input_type="query")

@@ -6,8 +6,9 @@ import threading
 
 import numpy as np
 import pytest
-from cairn.embeddings import local
-from cairn.embeddings.local import LocalEmbedder
+
+from cairn.ports.embeddings import local
+from cairn.ports.embeddings.local import LocalEmbedder
 
 pytestmark = pytest.mark.unit
 TEXTS = [f"document {i}: a refund goes back to the card within {i} days" for i in range(40)] + ["", "short"]

@@ -7,10 +7,10 @@ import random
 
 import numpy as np
 import pytest
-from cairn.models import ContextRecord
-from cairn.vectorstores import SearchMode, VectorQuery
-from cairn.vectorstores import keywords
-from cairn.vectorstores.local import LocalVectorStore
+
+from cairn.core.models import ContextRecord
+from cairn.ports.vectorstores import SearchMode, VectorQuery, keywords
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 DIM = 4
@@ -125,7 +125,7 @@ def test_learned_facts_are_kept_with_the_tenant(tmp_path):
 
 
 def test_a_fresh_process_reuses_the_noise_floor_until_the_tenant_grows(tmp_path):
-    from cairn.retrieval import evidence
+    from cairn.engine.retrieval import evidence
 
     class CountingEmbedder:
         name, dimension = "counting", DIM
@@ -196,7 +196,7 @@ def test_a_filter_after_writes_matches_exactly_the_records_it_names(tmp_path):
 
 
 def test_opened_vectors_are_aligned_for_blas_and_old_unpadded_segments_still_open(tmp_path, monkeypatch):
-    from cairn.vectorstores import local_segments as persist
+    from cairn.ports.vectorstores import local_segments as persist
 
     def opened_matrix(path):
         s = LocalVectorStore(path, dimension=DIM)
@@ -218,7 +218,7 @@ def test_opened_vectors_are_aligned_for_blas_and_old_unpadded_segments_still_ope
 
 
 def test_saved_postings_are_aligned_arrays():
-    from cairn.vectorstores import local_keywords as lk
+    from cairn.ports.vectorstores import local_keywords as lk
 
     post = lk.Postings.of_texts(["refund policy refund", "a card refund", "travel"])
     import tempfile

@@ -5,14 +5,16 @@ import json
 
 import numpy as np
 import pytest
-from cairn.errors import VectorStoreError
-from cairn.models import ContextRecord
-from cairn.vectorstores import VectorQuery
-from cairn.vectorstores import local_persistence as persist
-from cairn.vectorstores.base import _TENANT_RE
-from cairn.vectorstores.local import LocalVectorStore
 from hypothesis import given
 from hypothesis import strategies as st
+
+from cairn.core.errors import VectorStoreError
+from cairn.core.models import ContextRecord
+from cairn.ports.vectorstores import VectorQuery
+from cairn.ports.vectorstores import local_manifest
+from cairn.ports.vectorstores import local_persistence as persist
+from cairn.ports.vectorstores.base import _TENANT_RE
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 DIM = 4
@@ -43,7 +45,7 @@ def test_tenant_folder_names(tenant, folder):
 
 @given(st.from_regex(_TENANT_RE, fullmatch=True), st.from_regex(_TENANT_RE, fullmatch=True))
 def test_folder_names_differ_on_a_case_insensitive_file_system(a, b):
-    from cairn.storage_names import tenant_folder
+    from cairn.core.storage_names import tenant_folder
 
     assert tenant_folder(a) == persist.storage_name(a)
     fa, fb = persist.storage_name(a), persist.storage_name(b)
@@ -157,7 +159,7 @@ def test_compaction_merges_the_newest_segments(weights, start):
 
 @given(st.text(min_size=1, max_size=120), st.text(min_size=1, max_size=120))
 def test_bounded_names_fit_and_stay_distinct(a, b):
-    from cairn.storage_names import bounded_name
+    from cairn.core.storage_names import bounded_name
 
     long_a, long_b = a * 40, b * 40
     na, nb = bounded_name(long_a), bounded_name(long_b)
@@ -167,7 +169,7 @@ def test_bounded_names_fit_and_stay_distinct(a, b):
 
 
 def test_a_long_cjk_name_is_bounded_on_a_character_boundary():
-    from cairn.storage_names import bounded_name
+    from cairn.core.storage_names import bounded_name
 
     name = "漢" * 90 + ".md"  # 273 bytes
     out = bounded_name(name)
@@ -195,7 +197,7 @@ def _answers(store):
 
 
 def test_a_fresh_process_opens_from_the_saved_live_mask_and_columns_without_reading_records(tmp_path, monkeypatch):
-    from cairn.vectorstores import local_columns, local_segments
+    from cairn.ports.vectorstores import local_columns, local_segments
 
     expected = _answers(_history(tmp_path))
     assert expected[3] == 31 and len(expected[1]) == 11  # 40 - 10 deleted + 1; 14 new versions - 4 deleted + 1 late
@@ -204,7 +206,7 @@ def test_a_fresh_process_opens_from_the_saved_live_mask_and_columns_without_read
     def refuse(*args, **kwargs):
         raise AssertionError("opening replayed the ids or parsed every record")
 
-    monkeypatch.setattr(persist, "live_mask", refuse)
+    monkeypatch.setattr(local_manifest, "live_mask", refuse)  # replay() works out the live rows there
     monkeypatch.setattr(local_columns.ColumnChunk, "of_docs", classmethod(refuse))
     monkeypatch.setattr(local_segments.Lines, "scan", refuse)  # where each record line starts is saved too
     assert _answers(LocalVectorStore(tmp_path, dimension=DIM)) == expected

@@ -3,10 +3,11 @@
 
 import numpy as np
 import pytest
-from cairn.errors import RecordValidationError, RequestError, VectorStoreError
-from cairn.models import ContextRecord
-from cairn.vectorstores import VectorQuery
-from cairn.vectorstores.local import LocalVectorStore
+
+from cairn.core.errors import RecordValidationError, RequestError, VectorStoreError
+from cairn.core.models import ContextRecord
+from cairn.ports.vectorstores import VectorQuery
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 DIM = 8
@@ -119,7 +120,7 @@ def test_bm25s_is_imported_only_by_a_keyword_query(tmp_path):
     import sys
 
     code = (
-        "import sys; from cairn.vectorstores.local import LocalVectorStore; from cairn.vectorstores import VectorQuery\n"
+        "import sys; from cairn.ports.vectorstores.local import LocalVectorStore; from cairn.ports.vectorstores import VectorQuery\n"
         f"s = LocalVectorStore(None, dimension={DIM})\n"
         "s.query(VectorQuery(tenant='a', vector=[1.0] * %d, filter={'level': 2}))\n"
         "print('bm25s' in sys.modules)" % DIM
@@ -129,9 +130,9 @@ def test_bm25s_is_imported_only_by_a_keyword_query(tmp_path):
 
 
 def test_the_prefilter_gives_exactly_what_the_predicate_gives(tmp_path):
-    from cairn.filters import local as local_filters
-    from cairn.filters import parse
-    from cairn.vectorstores.local import _Columns, _PreFilter
+    from cairn.core.filters import local as local_filters
+    from cairn.core.filters import parse
+    from cairn.ports.vectorstores.local import _Columns, _PreFilter
 
     records = [
         rec("acme", f"cairn://resources/d{i % 3}/f{i}.md", onehot(i % DIM), level=i % 3, tags=["t"] * (i % 2),

@@ -10,7 +10,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from cairn.observability.logging import configure_logging, correlation_id, get_logger, set_correlation_id
+
+from cairn.core.logging import configure_logging, correlation_id, get_logger, set_correlation_id
 
 pytestmark = pytest.mark.unit
 

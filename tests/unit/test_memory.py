@@ -7,13 +7,14 @@ import json
 from typing import Any
 
 import pytest
-from cairn.errors import RequestError, VectorStoreError
-from cairn.memory import MemoryService, UseRecorder, memory_root
-from cairn.memory.hotness import LAST_USED, use_hotness
-from cairn.models import Level, record_id
-from cairn.pipeline import Cairn
-from cairn.sessions import open_session_store
-from cairn.vectorstores.local import LocalVectorStore
+
+from cairn import Cairn
+from cairn.core.errors import RequestError, VectorStoreError
+from cairn.core.models import Level, record_id
+from cairn.engine.memory import MemoryService, UseRecorder, memory_root
+from cairn.engine.memory.hotness import LAST_USED, use_hotness
+from cairn.ports.sessions import open_session_store
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 T = "acme"
@@ -58,7 +59,7 @@ class ScriptedLLM:
         name = "memory_merge" if "<existing>" in prompt else "memory_extraction"
         queue = self.answers.get(name) or []
         if not queue:
-            from cairn.errors import PlanningError
+            from cairn.core.errors import PlanningError
 
             raise PlanningError("no scripted answer")
         return queue.pop(0)
@@ -298,7 +299,7 @@ def test_use_recorder_keeps_counts_when_a_flush_fails(store, embedder):
 
 
 def test_memory_search_matches_words_and_stays_in_the_users_memories(store, embedder):
-    from cairn.memory.search import search_memories
+    from cairn.engine.memory.search import search_memories
 
     svc = MemoryService(store, embedder, T)
     svc.remember("ann", "Ann's passport number ends in XK42.", "profile", key="passport")
@@ -313,7 +314,7 @@ def test_memory_search_matches_words_and_stays_in_the_users_memories(store, embe
 
 def test_a_commit_writes_what_it_stored_on_its_usage_line(monkeypatch, store, embedder, sessions) -> None:
     from cairn.app import application
-    from cairn.observability.usage import record_usage
+    from cairn.ports.observability.usage import record_usage
 
     lines = []
     monkeypatch.setattr(application, "record_usage", lambda *a, **kw: lines.append((a, kw)) or record_usage(*a, **kw))

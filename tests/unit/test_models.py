@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from cairn.models import (
+from cairn.core.models import (
     Candidate,
     ContextRecord,
     ContextType,

@@ -3,10 +3,10 @@ weighted by the tree's own names (no word list), with a confidence."""
 
 import pytest
 
-from cairn.planning.names import NameIndex, normalise
-from cairn.planning.scope import FolderResolver, Said
-from cairn.retrieval.boost import TOPIC_GOOD_RATIO
-from cairn.vectorstores.fusion import fuse
+from cairn.engine.planning.names import NameIndex, normalise
+from cairn.engine.planning.scope import FolderResolver, Said
+from cairn.engine.retrieval.boost import TOPIC_GOOD_RATIO
+from cairn.ports.vectorstores.fusion import fuse
 
 pytestmark = pytest.mark.unit
 R = "cairn://resources/places"

@@ -6,13 +6,14 @@ import threading
 import time
 
 import pytest
-from cairn.errors import ConfigError, PlanningError
-from cairn.llm.base import LLMClient
-from cairn.models import ContextType
-from cairn.planning.intent import IntentAnalyzer
-from cairn.planning.prompts import PromptLibrary, parse_prompt
-from cairn.planning.session_planner import STOP_WORDS, SessionRewritePlanner, capitalised_phrases
-from cairn.sessions.base import Message, Session, SessionView
+
+from cairn.core.errors import ConfigError, PlanningError
+from cairn.core.models import ContextType
+from cairn.engine.planning.intent import IntentAnalyzer
+from cairn.engine.planning.prompts import PromptLibrary, parse_prompt
+from cairn.engine.planning.session_planner import STOP_WORDS, SessionRewritePlanner, capitalised_phrases
+from cairn.ports.llm.base import LLMClient
+from cairn.ports.sessions.base import Message, Session, SessionView
 
 pytestmark = pytest.mark.unit
 

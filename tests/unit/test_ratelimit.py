@@ -1,4 +1,4 @@
-"""Per-tenant rate limits and quotas (cairn.ratelimit): what a limit setting means, how windows
+"""Per-tenant rate limits and quotas (cairn.ports.ratelimit): what a limit setting means, how windows
 count and refuse, and that the on-machine counter is one count for every process that opens it."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from cairn.config import load_settings
-from cairn.errors import ConfigError, RateLimited
-from cairn.ratelimit import Limit, LimitPolicy, MemoryCounter, RateLimiter, SQLiteCounter, parse_limits
-from cairn.services import Services
+from cairn.app.services import Services
+from cairn.core.config import load_settings
+from cairn.core.errors import ConfigError, RateLimited
+from cairn.ports.ratelimit import Limit, LimitPolicy, MemoryCounter, RateLimiter, SQLiteCounter, parse_limits
 
 pytestmark = pytest.mark.unit
 

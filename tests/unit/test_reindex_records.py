@@ -7,16 +7,17 @@ import hashlib
 import numpy as np
 import pytest
 
-from cairn.config import load_settings
-from cairn.embeddings.base import Embedder, normalize
-from cairn.embeddings.identity import EmbedderIdentity, digest_of, tag_of
-from cairn.errors import EmbedderMismatch, EmbeddingError
-from cairn.ingest import Document, Ingestor
-from cairn.models import Level
-from cairn.reindex import reindex
-from cairn.services import Services
-from cairn.vectorstores.base import VectorQuery
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.app.services import Services
+from cairn.core.config import load_settings
+from cairn.core.errors import EmbedderMismatch, EmbeddingError
+from cairn.core.models import Level
+from cairn.engine.ingest import Document, Ingestor
+from cairn.engine.reindex import reindex
+from cairn.ports.embeddings.base import Embedder, normalize
+from cairn.ports.embeddings.identity import EmbedderIdentity, digest_of, tag_of
+from cairn.ports.vectorstores.base import VectorQuery
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 ROOT = "cairn://resources/kb"
@@ -76,8 +77,8 @@ def _ranked(services: Services, text: str) -> list[str]:
 
 def test_reindex_copies_every_record_with_its_metadata_and_memories_share_their_folder_vector(tmp_path) -> None:
     old = _home(tmp_path, "custom-a")
-    old.cairn().ingestor().ingest(DOCS, ROOT)
-    old.cairn().remember("Ann wants refunds to her card", "preferences", user="ann")
+    Cairn(old).ingestor().ingest(DOCS, ROOT)
+    Cairn(old).remember("Ann wants refunds to her card", "preferences", user="ann")
     before = {r.id: r for page in old.store.scan("default") for r in page}
     old.store.close()
 
@@ -93,7 +94,7 @@ def test_reindex_copies_every_record_with_its_metadata_and_memories_share_their_
         assert tag_of(rec.content_hash) == EmbedderIdentity.of(new.embedder).tag
     folders = [r for r in moved.values() if r.uri.startswith("cairn://user/ann") and r.level is Level.OVERVIEW]
     assert folders and all(np.allclose(r.vector, moved[_l0(moved, r.uri)].vector) for r in folders)
-    assert new.cairn().find("refunds to her card", user="ann").memories  # the new process serves the new index
+    assert Cairn(new).find("refunds to her card", user="ann").memories  # the new process serves the new index
 
 
 def _l0(records: dict, uri: str) -> str:
@@ -101,9 +102,9 @@ def _l0(records: dict, uri: str) -> str:
 
 
 def test_an_interrupted_reindex_leaves_the_old_index_serving(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("cairn.reindex.PAGE", 4)
+    monkeypatch.setattr("cairn.engine.reindex.PAGE", 4)
     old = _home(tmp_path, "custom-a")
-    old.cairn().ingestor().ingest(DOCS, ROOT)
+    Cairn(old).ingestor().ingest(DOCS, ROOT)
     answer = _ranked(old, "refunds five days")
     old.store.close()
 
@@ -116,4 +117,4 @@ def test_an_interrupted_reindex_leaves_the_old_index_serving(tmp_path, monkeypat
     again = _home(tmp_path, "custom-a")
     assert _ranked(again, "refunds five days") == answer  # the old embedder still serves the old index
     with pytest.raises(EmbedderMismatch):
-        _home(tmp_path, "custom-b").cairn().find("refunds")
+        Cairn(_home(tmp_path, "custom-b")).find("refunds")

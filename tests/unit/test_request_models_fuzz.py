@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cairn.api.models import DocumentsPut, FindBody, MemoryPut, MessageAppend, SearchBody, SessionCreate
-from cairn.errors import RequestError
-from cairn.requests import FindRequest, parse_request
+from cairn.core.errors import RequestError
+from cairn.core.requests import FindRequest, parse_request
 
 pytestmark = pytest.mark.unit
 

@@ -1,8 +1,8 @@
 import pytest
 
-from cairn.config import LocalStoreSettings, OpenSearchSettings, load_settings
-from cairn.errors import ConfigError, RequestError
-from cairn.requests import FindRequest, parse_request
+from cairn.core.config import LocalStoreSettings, OpenSearchSettings, load_settings
+from cairn.core.errors import ConfigError, RequestError
+from cairn.core.requests import FindRequest, parse_request
 
 pytestmark = pytest.mark.unit
 

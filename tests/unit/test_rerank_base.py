@@ -8,11 +8,12 @@ import json
 import math
 
 import pytest
-from cairn.errors import ConfigError, RerankError
-from cairn.models import Candidate, ContextRecord
-from cairn.observability.logging import configure_logging
-from cairn.rerank import build_reranker
-from cairn.rerank.base import (
+
+from cairn.core.errors import ConfigError, RerankError
+from cairn.core.logging import configure_logging
+from cairn.core.models import Candidate, ContextRecord
+from cairn.ports.rerank import build_reranker
+from cairn.ports.rerank.base import (
     CUT_MARK,
     Reranker,
     RerankResponseError,

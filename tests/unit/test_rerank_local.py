@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cairn.errors import ConfigError
-from cairn.models import Candidate, ContextRecord
-from cairn.rerank import build_reranker
-from cairn.rerank.local import LocalReranker, _windows, bm25_scores
+
+from cairn.core.errors import ConfigError
+from cairn.core.models import Candidate, ContextRecord
+from cairn.ports.rerank import build_reranker
+from cairn.ports.rerank.local import LocalReranker, _windows, bm25_scores
 
 pytestmark = pytest.mark.unit
 

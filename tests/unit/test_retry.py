@@ -2,8 +2,9 @@
 shared definitions of retryable HTTP statuses and AWS codes."""
 
 import pytest
-from cairn.errors import CairnError
-from cairn.retry import (
+
+from cairn.core.errors import CairnError
+from cairn.core.retry import (
     RetryPolicy,
     is_retryable_aws_error,
     is_retryable_status,
@@ -124,7 +125,7 @@ def test_a_policy_needs_one_attempt():
 
 
 def test_an_aws_client_error_is_described_once():
-    from cairn.retry import AwsError
+    from cairn.core.retry import AwsError
 
     class ClientError(Exception):
         response = {"Error": {"Code": "ThrottlingException", "Message": "slow down"},

@@ -4,11 +4,11 @@ import math
 
 import pytest
 
-from cairn.models import ContextRecord, QueryPlan
-from cairn.pipeline import Cairn
-from cairn.rerank.base import Reranker
-from cairn.sessions import open_session_store
-from cairn.vectorstores.local import LocalVectorStore
+from cairn import Cairn
+from cairn.core.models import ContextRecord, QueryPlan
+from cairn.ports.rerank.base import Reranker
+from cairn.ports.sessions import open_session_store
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from cairn.api.server import listening_socket
-from cairn.errors import ConfigError
+from cairn.core.errors import ConfigError
 
 
 def _nodelay_of_accepted_connection(sock: socket.socket) -> int:

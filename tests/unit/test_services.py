@@ -10,25 +10,26 @@ from typing import Any
 
 import pytest
 
-from cairn import workflow
-from cairn.config import (
+from cairn import Cairn
+from cairn.app import workflow
+from cairn.app.services import Services
+from cairn.core.config import (
     LiteLLMRerankSettings,
     LiteLLMSettings,
     LocalContentSettings,
     LocalEmbedderSettings,
-    LocalStoreSettings,
     LocalRerankSettings,
+    LocalStoreSettings,
     OpenAILLMSettings,
     S3ContentSettings,
     Settings,
     SQLiteSessionSettings,
     load_settings,
 )
-from cairn.errors import MissingExtra
-from cairn.ingest import Document
-from cairn.ratelimit import Limit
-from cairn.requests import FindRequest
-from cairn.services import Services
+from cairn.core.errors import MissingExtra
+from cairn.core.requests import FindRequest
+from cairn.engine.ingest import Document
+from cairn.ports.ratelimit import Limit
 
 pytestmark = pytest.mark.unit
 
@@ -59,7 +60,7 @@ def _probes(tmp: Path) -> dict[str, Any]:
 
     return {
         "home": (tmp / "h", lambda s: s.sessions.path == tmp / "h" / "sessions.db" and s.content.folder == tmp / "h" / "content"),
-        "tenant": ("globex", lambda s: s.cairn().tenant == "globex"),
+        "tenant": ("globex", lambda s: Cairn(s).tenant == "globex"),
         "store": (LocalStoreSettings(path=tmp / "st", ann="exact", ann_min_rows=7),
                   lambda s: s.store.path == tmp / "st" and (s.store.ann, s.store.ann_min_rows) == ("exact", 7)),
         "embedder": (LocalEmbedderSettings(batch_size=7), lambda s: s.embedder.batch_size == 7),
@@ -69,18 +70,18 @@ def _probes(tmp: Path) -> dict[str, Any]:
                 lambda s: s.llm is not None and (s.llm.model, s.llm.base_url) == ("m", "http://llm.test/v1")),
         "planner": ("raw", lambda s: s.planner("acme") is None),
         "rerank": (LocalRerankSettings(), lambda s: s.reranker is not None),
-        "score_threshold": (0.42, lambda s: s.cairn().thinking.threshold == 0.42),
-        "default_limit": (7, lambda s: s.cairn()._request("q", {}, "quick")[0].limit == 7),
-        "alpha": (0.9, lambda s: s.cairn().thinking.alpha == 0.9),
-        "hotness_weight": (0.25, lambda s: s.cairn().hotness_weight == 0.25),
+        "score_threshold": (0.42, lambda s: Cairn(s).thinking.threshold == 0.42),
+        "default_limit": (7, lambda s: Cairn(s)._request("q", {}, "quick")[0].limit == 7),
+        "alpha": (0.9, lambda s: Cairn(s).thinking.alpha == 0.9),
+        "hotness_weight": (0.25, lambda s: Cairn(s).hotness_weight == 0.25),
         "state_machine_arn": ("arn:aws:states:us-east-1:1:stateMachine:x", arn_used),
-        "find_hybrid": (False, lambda s: s.cairn().with_defaults(FindRequest(query="q"), search=False).hybrid is False),
-        "search_hybrid": (True, lambda s: s.cairn().with_defaults(FindRequest(query="q"), search=True).hybrid is True),
+        "find_hybrid": (False, lambda s: Cairn(s).with_defaults(FindRequest(query="q"), search=False).hybrid is False),
+        "search_hybrid": (True, lambda s: Cairn(s).with_defaults(FindRequest(query="q"), search=True).hybrid is True),
         "planner_min_confidence": (0.9, lambda s: s.planner("acme").resolver.min_confidence == 0.9),
         "planner_stop_words": (("acme",), lambda s: "acme" in s.planner("acme").resolver.names.stop_words),
         "memory_extraction": ("archive", lambda s: s.settings.llm is not None and s.memory("acme").extractor is None),
         "memory_window": (3, lambda s: s.memory("acme").window == 3),
-        "memory_hybrid": (False, lambda s: s.cairn().with_defaults(FindRequest(query="q", context_type="memory"), search=True).hybrid is False),
+        "memory_hybrid": (False, lambda s: Cairn(s).with_defaults(FindRequest(query="q", context_type="memory"), search=True).hybrid is False),
         "record_use": (False, lambda s: s.recorder is None),
         "fetch_allow_hosts": (("127.0.0.1:9",), lambda s: s.fetch_policy.allows_host("127.0.0.1", 9)),
         "fetch_max_requests": (7, lambda s: s.fetch_policy.max_requests == 7),
@@ -148,7 +149,7 @@ def test_a_home_given_in_python_holds_the_store_as_the_cli_home_does(tmp_path, m
     monkeypatch.chdir(tmp_path)
     a, b = Settings(home=tmp_path / "a"), Settings(home=tmp_path / "b")
     root = "cairn://resources/handbook"
-    Services(a, embedder=embedder).cairn("default").ingestor().ingest(
+    Cairn(Services(a, embedder=embedder), "default").ingestor().ingest(
         [Document(path=("parking.md",), text="# Parking\n\nStaff park in garage B.")], root)
     assert Services(a, embedder=embedder).store.count("default") > 0
     assert Services(b, embedder=embedder).store.count("default") == 0

@@ -6,8 +6,9 @@ import math
 import threading
 
 import pytest
-from cairn.models import ContextType, Level, MatchedContext, QueryResult, TraceStats, TypedQuery
-from cairn.observability.stats import RetrievalStats, StatsSnapshot
+
+from cairn.core.models import ContextType, Level, MatchedContext, QueryResult, TraceStats, TypedQuery
+from cairn.ports.observability.stats import RetrievalStats, StatsSnapshot
 
 pytestmark = pytest.mark.unit
 

@@ -1,14 +1,15 @@
-"""cairn.text: a text's language, and its words for keyword matching, by that language."""
+"""cairn.core.text: a text's language, and its words for keyword matching, by that language."""
 
 from __future__ import annotations
 
 import builtins
 
 import pytest
-from cairn import text
-from cairn.config import load_settings
-from cairn.errors import ConfigError
-from cairn.text import segment
+
+from cairn.core import text
+from cairn.core.config import load_settings
+from cairn.core.errors import ConfigError
+from cairn.core.text import segment
 
 pytestmark = pytest.mark.unit
 
@@ -102,10 +103,10 @@ def test_tenant_languages_come_from_the_environment():
 
 @pytest.mark.parametrize("code", ["en", "de", "fr", "es", "ru", "nl", "sv", "da", "fi", "other"])
 def test_words_are_the_tokens_bm25s_gives_without_importing_it(code):
-    from cairn.text import analyze
-    from cairn.text.languages import LANGUAGES
-
     import bm25s
+
+    from cairn.core.text import analyze
+    from cairn.core.text.languages import LANGUAGES
 
     texts = ["The flows were flowing; a flow of 3 ISSUES, x-ray’s A/B tests and naïve cafés!", "Die Häuser standen am Flußufer",
              "Les maisons étaient près de la rivière", "Дома стояли у реки, и мы шли домой", "", "a b c", "Ölçüm 12 kg über"]
@@ -120,9 +121,9 @@ def test_words_are_the_tokens_bm25s_gives_without_importing_it(code):
 
 
 def test_an_embedder_covers_the_languages_it_declares():
-    from cairn.embeddings.base import covers
-    from cairn.embeddings.local import LocalEmbedder
-    from cairn.embeddings.local_e5 import LocalE5Embedder
+    from cairn.ports.embeddings.base import covers
+    from cairn.ports.embeddings.local import LocalEmbedder
+    from cairn.ports.embeddings.local_e5 import LocalE5Embedder
 
     minilm, e5 = LocalEmbedder.__new__(LocalEmbedder), LocalE5Embedder.__new__(LocalE5Embedder)  # no model loaded
     assert covers(minilm, "How long does a refund take?") is None

@@ -4,11 +4,11 @@ import math
 
 import pytest
 
-from cairn.models import Candidate, ContextRecord
-from cairn.retrieval.scoring import Convergence, add_to_pool, passes, propagate, top_uris
-from cairn.retrieval.thinking import ThinkingConfig, thinking_search
-from cairn.vectorstores.base import SearchMode, VectorQuery
-from cairn.vectorstores.local import LocalVectorStore
+from cairn.core.models import Candidate, ContextRecord
+from cairn.engine.retrieval.scoring import Convergence, add_to_pool, passes, propagate, top_uris
+from cairn.engine.retrieval.thinking import ThinkingConfig, thinking_search
+from cairn.ports.vectorstores.base import SearchMode, VectorQuery
+from cairn.ports.vectorstores.local import LocalVectorStore
 
 pytestmark = pytest.mark.unit
 Q = [1.0, 0.0, 0.0, 0.0]

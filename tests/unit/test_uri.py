@@ -1,8 +1,8 @@
 import pytest
 
-from cairn import uri as uris
-from cairn.errors import InvalidURIError
-from cairn.models import ContextType
+from cairn.core import uri as uris
+from cairn.core.errors import InvalidURIError
+from cairn.core.models import ContextType
 
 pytestmark = pytest.mark.unit
 

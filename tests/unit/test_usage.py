@@ -4,8 +4,9 @@ LLM calls and tokens, as the providers counted them."""
 from __future__ import annotations
 
 import pytest
-from cairn.llm.base import LLMClient
-from cairn.observability import usage
+
+from cairn.ports.llm.base import LLMClient
+from cairn.ports.observability import usage
 
 pytestmark = pytest.mark.unit
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..app.principal import NAME as _NAME
-from ..app.principal import ROLES, Principal
-from ..errors import ConfigError, Unauthorized
+from cairn.app.principal import NAME as _NAME
+from cairn.app.principal import ROLES, Principal
+from cairn.core.errors import ConfigError, Unauthorized
 
 Caller = Principal  # the name the doors used before principals had roles
 
@@ -55,6 +55,11 @@ class AuthorizerConfig:
             role_claim=env.get("CAIRN_ROLE_CLAIM") or cls.role_claim,
             iam_tenants=iam,
         )
+
+
+# the routes that answer without credentials (cairn serve lets them through, template.yaml gives
+# them no authorizer, the OpenAPI document lists no 401 for them)
+PUBLIC_ROUTES = frozenset({"/v1/health", "/v1/openapi.json"})
 
 
 def caller_of(event: Mapping[str, Any], config: AuthorizerConfig) -> Caller:

@@ -5,22 +5,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field
 
-from ..context import ContextBlock as ContextAnswer  # noqa: F401 - re-exported: the API answers the block as the library builds it
-from ..ingest.sources import PayloadDocument
-from ..requests import FindRequest, Mode, no_tenant
-
-MAX_DOCUMENTS_PER_REQUEST = 1000
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_tenant(cls, data: Any) -> Any:
-        return no_tenant(data)
+from cairn.app.models import (  # noqa: F401 - the bodies the application takes, re-exported as the API's
+    MAX_DOCUMENTS_PER_REQUEST,
+    Deleted,
+    DocumentsPut,
+    IngestSummary,
+    MemoryPut,
+    _Body,
+)
+from cairn.core.requests import FindRequest, Mode
+from cairn.engine.browse import Contents, Tree, TreeNode  # noqa: F401 - re-exported
+from cairn.engine.context import ContextBlock as ContextAnswer  # noqa: F401 - re-exported: the API answers the block as the library builds it
 
 
 class FindBody(FindRequest):
@@ -68,75 +65,6 @@ class MessageAppend(_Body):
     content: str
     name: str | None = Field(default=None, description="who said it (the speaker's name)")
     created_at: float | None = Field(default=None, description="when it was said (epoch seconds); default now")
-
-
-class MemoryPut(_Body):
-    """``POST /v1/memories``: one memory of an end user, at ``cairn://user/{user}/memories/<category>/<key>``."""
-
-    user: str | None = Field(default=None, description="the end user (default: the one your credentials are bound to)")
-    text: str = Field(min_length=1, max_length=20_000)
-    category: str = Field(description="e.g. preferences, profile, entities, events, cases")
-    key: str | None = Field(default=None, description="its name in the category; default: derived from the text")
-    title: str | None = None
-    metadata: dict[str, Any] | None = None
-    source: str | None = Field(default=None, description="where it comes from: a URL, a message id")
-
-
-class DocumentsPut(_Body):
-    """``PUT /v1/documents``: upsert documents under ``root_uri``; their siblings stay unless ``sync``."""
-
-    root_uri: str
-    documents: list[PayloadDocument] = Field(min_length=1, max_length=MAX_DOCUMENTS_PER_REQUEST)
-    sync: bool = Field(default=False, description="make the folder hold exactly these documents (others are deleted)")
-    chunk_chars: int | None = Field(default=None, description="characters per chunk at most (default 1500)")
-    chunk_overlap: int | None = Field(default=None, description="characters carried into the next piece of a long section")
-
-
-class IngestSummary(BaseModel):
-    root_uri: str
-    documents: int
-    records: int
-    written: int
-    removed: int
-    unchanged: int
-    rejected: list[str] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)
-    seconds: float
-
-
-class Deleted(BaseModel):
-    uri: str
-    removed: int
-
-
-class Contents(BaseModel):
-    """``GET /v1/contents``: a URI read at one level; L2 bodies come in pages of ``max_chars``."""
-
-    uri: str
-    level: int
-    kind: str
-    title: str
-    text: str
-    source: str
-    offset: int = 0
-    next_offset: int | None = Field(default=None, description="pass as offset to read on; null at the end")
-    total_chars: int
-
-
-class TreeNode(BaseModel):
-    uri: str
-    kind: Literal["directory", "file"]
-    title: str
-    abstract: str
-    context_type: str
-    children: list[TreeNode] | None = None
-    children_total: int | None = None
-
-
-class Tree(BaseModel):
-    uri: str
-    children: list[TreeNode]
-    total: int = Field(description="children of the folder; more than listed when the list was cut at limit")
 
 
 class Health(BaseModel):

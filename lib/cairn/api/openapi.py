@@ -10,7 +10,7 @@ say, so that a client generated from the document works unedited:
 - cairn's error envelope (:class:`~cairn.api.models.ErrorBody`) under every status a route can
   answer with: invalid requests answer 400, never 422; 422 is content that cannot be ingested;
 - bearer authentication in ``components.securitySchemes``, required by every route but the public
-  ones (:data:`~cairn.api.routes.PUBLIC_ROUTES`).
+  ones (:data:`~cairn.api.auth.PUBLIC_ROUTES`).
 
 A route missing from :data:`OPERATIONS` keeps the framework's id and only the common errors;
 ``tests/unit/test_openapi.py`` fails until it is added.
@@ -24,10 +24,9 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
-from .. import __version__
-from ..services import Services
-from .models import ErrorBody
-from .routes import PUBLIC_ROUTES, build_app
+from cairn.api.auth import PUBLIC_ROUTES
+from cairn.api.models import ErrorBody
+from cairn.core.distribution import __version__
 
 TITLE = "cairn"
 SECURITY_SCHEME = "bearer"
@@ -184,10 +183,3 @@ def openapi_json(app: APIGatewayHttpResolver) -> str:
         description="Authenticate with 'Authorization: Bearer <API key>' (cairn serve) or your API Gateway authorizer.",
     ))
     return json.dumps(_postprocess(doc), indent=2, sort_keys=True) + "\n"
-
-
-def openapi_document() -> str:
-    """The OpenAPI document, built without any service (nothing is loaded)."""
-    from ..config import Settings
-
-    return openapi_json(build_app(Services(Settings())))

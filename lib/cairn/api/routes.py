@@ -6,9 +6,9 @@ parameters are validated by Powertools against the pydantic models, and the Open
 generated from this table (``GET /v1/openapi.json``; committed as ``docs/openapi.json``).
 
 Every error is one JSON envelope (:class:`~cairn.api.models.ErrorBody`) with the request id and
-the status of its family in :mod:`cairn.errors`; ``Retry-After`` on 429 and 503; never a stack
+the status of its family in :mod:`cairn.core.errors`; ``Retry-After`` on 429 and 503; never a stack
 trace. Every authenticated request is counted against its tenant's rate limits and quotas first
-(:mod:`cairn.ratelimit`): past one, a 429 whose ``details`` name the limit. A response that would
+(:mod:`cairn.ports.ratelimit`): past one, a 429 whose ``details`` name the limit. A response that would
 pass Lambda's 6 MB limit is refused with a 413 that says how to page; L2 bodies and folder listings
 are paged.
 """
@@ -28,19 +28,8 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
-from .. import __version__
-from ..app import Principal
-from ..app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
-from ..errors import CairnError, PayloadTooLarge, RequestError, RouteNotFound, UnsupportedMediaType, UpstreamError
-from ..memory import CommitResult, RememberResult
-from ..models import FindResponse
-from ..observability.logging import get_logger, set_correlation_id
-from ..observability.stats import StatsSnapshot
-from ..services import Services
-from ..sessions.base import Message, Session, SessionView
-from ..uri import MAX_URI_LENGTH
-from .auth import AuthorizerConfig, caller_of
-from .models import (
+from cairn.api.auth import PUBLIC_ROUTES, AuthorizerConfig, caller_of
+from cairn.api.models import (
     Contents,
     ContextAnswer,
     ContextBody,
@@ -56,15 +45,29 @@ from .models import (
     SessionDeleted,
     Tree,
 )
+from cairn.api.openapi import openapi_json
+from cairn.app import Principal
+from cairn.app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
+from cairn.app.services import Services
+from cairn.core.distribution import __version__
+from cairn.core.errors import (
+    CairnError,
+    PayloadTooLarge,
+    RequestError,
+    RouteNotFound,
+    UnsupportedMediaType,
+    UpstreamError,
+)
+from cairn.core.logging import get_logger, set_correlation_id
+from cairn.core.models import FindResponse
+from cairn.core.uri import MAX_URI_LENGTH
+from cairn.engine.memory import CommitResult, RememberResult
+from cairn.ports.observability.stats import StatsSnapshot
+from cairn.ports.sessions.base import Message, Session, SessionView
 
 log = get_logger(__name__)
 MAX_RESPONSE_BYTES = 5_800_000  # under Lambda's 6 MB response limit, with room for the envelope
 RETRY_AFTER_S = 1
-# the routes that answer without credentials (cairn serve lets them through, template.yaml gives
-# them no authorizer, the OpenAPI document lists no 401 for them)
-PUBLIC_ROUTES = frozenset({"/v1/health", "/v1/openapi.json"})
-
-
 class ThreadResolver(APIGatewayHttpResolver):
     """Powertools' HTTP API resolver with the event being answered kept per thread.
 
@@ -115,7 +118,7 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
 
     def door(app: APIGatewayHttpResolver, next_middleware: Any) -> Any:
         """Every authenticated request counts against its tenant's rate limits (429 past one);
-        every request is counted and timed under its operation (:mod:`cairn.observability.operations`)."""
+        every request is counted and timed under its operation (:mod:`cairn.ports.observability.operations`)."""
         started, status = time.perf_counter(), 500
         try:
             if app.current_event.path not in PUBLIC_ROUTES:
@@ -277,8 +280,6 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
 
     @app.get("/v1/openapi.json", summary="This API's OpenAPI document", tags=["service"], include_in_schema=False)
     def openapi() -> Response[str]:
-        from .openapi import openapi_json
-
         return Response(200, "application/json", openapi_json(app))
 
     # ------------------------------------------------------------------ errors

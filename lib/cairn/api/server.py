@@ -42,11 +42,11 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl
 
-from .. import console
-from ..errors import CairnError, ConfigError, PayloadTooLarge, Unauthorized, require
-from ..services import Services
-from .auth import ApiKeys, AuthorizerConfig, Caller
-from .routes import PUBLIC_ROUTES, build_app, resolve
+from cairn import console
+from cairn.api.auth import ApiKeys, AuthorizerConfig, Caller
+from cairn.api.routes import PUBLIC_ROUTES, build_app, resolve
+from cairn.app.services import Services
+from cairn.core.errors import CairnError, ConfigError, PayloadTooLarge, Unauthorized, require
 
 MAX_BODY_BYTES = 6 * 1024 * 1024  # API Gateway's and Lambda's request payload limit
 WORKER_SPEC = "CAIRN_SERVE_WORKER"  # how the supervisor tells its workers what to serve (JSON)
@@ -205,8 +205,8 @@ def served_tenants(services: Services, keys: ApiKeys | None) -> list[str]:
 def warm(services: Services, tenants: list[str]) -> None:
     """Load what the first request of each tenant would: the model (every session), the tenant's
     partition, the keyword tokenizer, the scope filter's columns and the noise floor."""
-    from ..retrieval.evidence import noise_floor
-    from ..vectorstores import SearchMode, VectorQuery
+    from cairn.engine.retrieval.evidence import noise_floor
+    from cairn.ports.vectorstores import SearchMode, VectorQuery
 
     embedder, store = services.embedder, services.store
     getattr(embedder, "warm", lambda: None)()
@@ -276,7 +276,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 def worker_app() -> LocalDoor:
     """One worker process's application (uvicorn calls it in each worker): its own services from
     the supervisor's spec, warmed before the worker accepts a connection."""
-    from ..config import load_settings
+    from cairn.core.config import load_settings
 
     spec = json.loads(os.environ.get(WORKER_SPEC) or "{}")
     services = Services(load_settings(**(spec.get("settings") or {})))

@@ -3,8 +3,8 @@
 Each method takes a :class:`~cairn.app.principal.Principal` and a typed request, applies the
 defaults, checks that the principal may touch every URI, user and session the request names
 (:mod:`cairn.app.policy`) *before any work*, records usage, and calls the stages through the
-tenant's :class:`~cairn.pipeline.Pipeline`. The HTTP routes (the API Lambda and ``cairn serve``),
-the MCP tools, the CLI, the workflow's front door and the in-process :class:`~cairn.pipeline.Cairn`
+tenant's :class:`~cairn.engine.pipeline.Pipeline`. The HTTP routes (the API Lambda and ``cairn serve``),
+the MCP tools, the CLI, the workflow's front door and the in-process :class:`~cairn.Cairn`
 are adapters over it that only translate their input; none of them decides anything.
 """
 
@@ -13,30 +13,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import uri as uris
-from ..errors import RequestError
-from ..models import ContextType, FindResponse, FindResult
-from ..observability.usage import record_usage, retrieval_counts
-from ..requests import FindRequest
-from . import policy, users
-from .models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
-from .principal import Principal, Role
+from cairn.app import policy, users
+from cairn.app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
+from cairn.app.principal import Principal, Role
+from cairn.core import uri as uris
+from cairn.core.errors import RequestError
+from cairn.core.models import ContextType, FindResponse, FindResult
+from cairn.core.requests import FindRequest
+from cairn.ports.observability.usage import record_usage, retrieval_counts
 
 if TYPE_CHECKING:
-    from ..api.models import Contents, Deleted, DocumentsPut, IngestSummary, MemoryPut, Tree
-    from ..context import ContextBlock
-    from ..memory import CommitResult, RememberResult
-    from ..pipeline import Pipeline
-    from ..services import Services
-    from ..sessions.base import Message, Session, SessionStore, SessionView
+    from cairn.app.models import Deleted, DocumentsPut, IngestSummary, MemoryPut
+    from cairn.app.parts import AppParts
+    from cairn.engine.browse import Contents, Tree
+    from cairn.engine.context import ContextBlock
+    from cairn.engine.memory import CommitResult, RememberResult
+    from cairn.engine.pipeline import Pipeline
+    from cairn.ports.sessions.base import Message, Session, SessionStore, SessionView
 
 FindAnswer = FindResult | FindResponse
 
 
 class Application:
-    """cairn's operations over one composition root (:class:`~cairn.services.Services`)."""
+    """cairn's operations over one composition root (:class:`~cairn.app.services.Services`)."""
 
-    def __init__(self, services: Services, pipelines: Callable[[str], Pipeline] | None = None) -> None:
+    def __init__(self, services: AppParts, pipelines: Callable[[str], Pipeline] | None = None) -> None:
         self.services = services
         self._pipelines = pipelines or services.pipeline
 
@@ -45,7 +46,7 @@ class Application:
 
     def admit(self, principal: Principal) -> None:
         """Count one request of the principal's tenant against its rate limits and quotas
-        (:mod:`cairn.ratelimit`); :class:`~cairn.errors.RateLimited` (429) when it is over one.
+        (:mod:`cairn.ports.ratelimit`); :class:`~cairn.core.errors.RateLimited` (429) when it is over one.
         Each door calls this once per request, before the operation."""
         self.services.limiter.admit(principal.tenant)
 
@@ -87,8 +88,7 @@ class Application:
         if session_id is not None:
             self._own_session(principal, session_id)
         if self.services.settings.state_machine_arn:
-            from .. import workflow
-
+            from cairn.app import workflow
             return FindResponse.model_validate(
                 workflow.search(self.services, principal.tenant, request, session_id, rerank=rerank))
         result = self.pipeline(principal.tenant).search(request, session_id, rerank=rerank)
@@ -99,7 +99,7 @@ class Application:
                 budget_tokens: int | None = None, rerank: bool = True, limit_given: bool = True) -> ContextBlock:
         """A prompt-ready block: a search, then its passages numbered and cut to the token budget."""
         policy.check_role(principal, "context")
-        from ..context import build_context, token_counter
+        from cairn.engine.context import build_context, token_counter
 
         answer = self.search(principal, request, session_id, rerank=rerank, limit_given=limit_given)
         pipeline = self.pipeline(principal.tenant)
@@ -112,7 +112,7 @@ class Application:
 
     def read(self, principal: Principal, uri: str, level: int = 0, offset: int = 0,
              max_chars: int = 200_000) -> Contents:
-        from ..api.browse import read_page
+        from cairn.engine.browse import read_page
 
         policy.check_role(principal, "read")
         policy.check_read(principal, _uri("uri", uri))
@@ -121,15 +121,15 @@ class Application:
         return page
 
     def tree(self, principal: Principal, uri: str, depth: int = 1, limit: int = 100) -> Tree:
-        from ..api.browse import tree
+        from cairn.engine.browse import tree
 
         policy.check_role(principal, "tree")
         policy.check_read(principal, _uri("uri", uri))
         return tree(self.pipeline(principal.tenant), uri, depth, limit)
 
     def put_documents(self, principal: Principal, body: DocumentsPut) -> IngestSummary:
-        from ..api.models import IngestSummary
-        from ..ingest import ChunkingConfig, IngestPayload
+        from cairn.app.models import IngestSummary
+        from cairn.engine.ingest import ChunkingConfig, IngestPayload
 
         policy.check_role(principal, "put_documents")
         policy.check_write(principal, _uri("root_uri", body.root_uri))
@@ -154,7 +154,7 @@ class Application:
         )
 
     def delete_documents(self, principal: Principal, uri: str) -> Deleted:
-        from ..api.models import Deleted
+        from cairn.app.models import Deleted
 
         policy.check_role(principal, "delete_documents")
         policy.check_write(principal, _uri("uri", uri))
@@ -185,7 +185,7 @@ class Application:
         policy.check_write(principal, uri)
         report = self.pipeline(principal.tenant).ingestor().delete(uri)
         if report.removed == 0:
-            from ..errors import ContextNotFound
+            from cairn.core.errors import ContextNotFound
 
             raise ContextNotFound(f"no memory {uri!r}; list them with GET /v1/users/{seg[1]}/memories")
         record_usage(principal.tenant, "forget", records_removed=report.removed)
@@ -288,7 +288,7 @@ class Application:
 
 def _uri(field: str, value: str) -> str:
     """``value`` if it is a valid cairn URI, else a 400 that names the field it came in."""
-    from ..errors import InvalidURIError
+    from cairn.core.errors import InvalidURIError
 
     try:
         return uris.validate(value)

@@ -1,12 +1,65 @@
-"""The answers of the application layer that no other module defines (the user's data, who am I)."""
+"""The bodies the application layer takes (a memory, documents) and the answers no other module
+defines (the user's data, who am I)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..sessions.base import Message, Session
+from cairn.core.requests import no_tenant
+from cairn.engine.ingest.sources import PayloadDocument
+from cairn.ports.sessions.base import Message, Session
+
+MAX_DOCUMENTS_PER_REQUEST = 1000
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_tenant(cls, data: Any) -> Any:
+        return no_tenant(data)
+
+
+class MemoryPut(_Body):
+    """``POST /v1/memories``: one memory of an end user, at ``cairn://user/{user}/memories/<category>/<key>``."""
+
+    user: str | None = Field(default=None, description="the end user (default: the one your credentials are bound to)")
+    text: str = Field(min_length=1, max_length=20_000)
+    category: str = Field(description="e.g. preferences, profile, entities, events, cases")
+    key: str | None = Field(default=None, description="its name in the category; default: derived from the text")
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+    source: str | None = Field(default=None, description="where it comes from: a URL, a message id")
+
+
+class DocumentsPut(_Body):
+    """``PUT /v1/documents``: upsert documents under ``root_uri``; their siblings stay unless ``sync``."""
+
+    root_uri: str
+    documents: list[PayloadDocument] = Field(min_length=1, max_length=MAX_DOCUMENTS_PER_REQUEST)
+    sync: bool = Field(default=False, description="make the folder hold exactly these documents (others are deleted)")
+    chunk_chars: int | None = Field(default=None, description="characters per chunk at most (default 1500)")
+    chunk_overlap: int | None = Field(default=None, description="characters carried into the next piece of a long section")
+
+
+class IngestSummary(BaseModel):
+    root_uri: str
+    documents: int
+    records: int
+    written: int
+    removed: int
+    unchanged: int
+    rejected: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    seconds: float
+
+
+class Deleted(BaseModel):
+    uri: str
+    removed: int
 
 
 class Me(BaseModel):

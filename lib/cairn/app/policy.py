@@ -28,9 +28,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .. import uri as uris
-from ..errors import Forbidden
-from .principal import Principal, Role
+from cairn.app.principal import Principal, Role
+from cairn.core import uri as uris
+from cairn.core.errors import Forbidden
 
 Kind = Literal["read", "write", "user", "stats", "me"]
 

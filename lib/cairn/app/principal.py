@@ -2,7 +2,7 @@
 
 Every door resolves its caller's credentials to one :class:`Principal` (an API key of ``cairn
 serve``, an authorizer's claims on AWS, the flags of ``cairn mcp`` / the CLI, the host application
-that builds a :class:`~cairn.pipeline.Cairn`), and the application layer decides with it alone.
+that builds a :class:`~cairn.Cairn`), and the application layer decides with it alone.
 
 The roles (what each may do is the table in :mod:`cairn.app.policy`, and SECURITY.md):
 
@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..errors import ConfigError
+from cairn.core.errors import ConfigError
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import uri as uris
-from ..models import ContextRecord, ContextType, Level
-from ..vectorstores import VectorQuery
-from .models import MemoryItemOut, SessionExport, UserErased, UserExport
+from cairn.app.models import MemoryItemOut, SessionExport, UserErased, UserExport
+from cairn.core import uri as uris
+from cairn.core.models import ContextRecord, ContextType, Level
+from cairn.ports.vectorstores import VectorQuery
 
 if TYPE_CHECKING:
-    from ..pipeline import Pipeline
+    from cairn.engine.pipeline import Pipeline
 
 PAGE = 1000  # records listed at most per kind (a user with more is exported in pages of the tree)
 

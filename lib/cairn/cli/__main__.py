@@ -1,0 +1,3 @@
+from cairn.cli.main import main
+
+raise SystemExit(main())

@@ -1,5 +1,0 @@
-"""Observability: retrieval statistics, metric names, structured logs.
-
-Import the submodule you need (``cairn.observability.stats``, ``.metrics``, ``.logging``);
-none of them imports Powertools until it emits something.
-"""

@@ -1,5 +1,0 @@
-"""Vector stores behind one base class: local (embedded default), pinecone, opensearch."""
-
-from .base import Capabilities, SearchMode, VectorHit, VectorQuery, VectorStore
-
-__all__ = ["Capabilities", "SearchMode", "VectorHit", "VectorQuery", "VectorStore"]
