@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-# one worker runs this module (pytest -n, --dist loadgroup): its tests share one venv
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("wheel")]
+# one worker runs this module (make test: pytest -n auto --dist loadfile): its tests share one venv
+pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".tools" / "wheel-venvs"

@@ -17,6 +17,8 @@ import pytest
 
 from tests.deployment import LLM_MODEL, RATE_TABLE, STATE_LIMIT, Deployment, host_build
 
+# one worker builds build/package-host and runs every function from it (make test: --dist loadfile);
+# a second worker building the same folder at once would delete files the first is copying or importing
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 

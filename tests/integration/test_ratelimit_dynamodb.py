@@ -33,14 +33,20 @@ def endpoint():
     mp.undo()
 
 
+@pytest.fixture(scope="module")
+def table(endpoint):
+    """The counters' table, made once per module (tests here may run on different workers)."""
+    create_table(_client(endpoint), TABLE)
+    return TABLE
+
+
 def _client(url: str):
     import boto3
 
     return boto3.client("dynamodb", region_name="us-east-1", endpoint_url=url)
 
 
-def test_instances_share_one_count_per_tenant_and_window(endpoint):
-    create_table(_client(endpoint), TABLE)
+def test_instances_share_one_count_per_tenant_and_window(endpoint, table):
     policy = LimitPolicy((Limit(1000, "second"),), {"trial": (Limit(10, "hour"),)})
     instances = [RateLimiter(policy, DynamoDBCounter(TABLE, _client(endpoint))) for _ in range(4)]
     admitted, refused = [], []
@@ -63,7 +69,7 @@ def test_instances_share_one_count_per_tenant_and_window(endpoint):
     instances[0].admit("acme")  # the default's window is its own item
 
 
-def test_the_table_is_the_one_the_template_declares(endpoint):
+def test_the_table_is_the_one_the_template_declares(endpoint, table):
     """The counters' key and TTL attribute are those of template.yaml's RateLimitTable."""
     import yaml
 
