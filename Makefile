@@ -71,7 +71,7 @@ $(CHROMIUM):
 browser: $(CHROMIUM)
 
 test: dev $(ASL_VALIDATOR) browser lint
-	$(PY) -m pytest -q -n auto --dist loadfile  # every core; a module's tests stay on one worker (they share its venv, servers, build folder)
+	$(PY) -m pytest -q -n auto --dist loadfile --durations=25  # every core; a module's tests stay on one worker (they share its venv, servers, build folder)
 
 test-unit: dev
 	$(PY) -m pytest -q -m unit
