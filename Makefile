@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test test-unit bench install dev clean serve openapi configuration dist lint package package-lock lock browser
+.PHONY: demo test test-unit bench bench-quality quality-gate install dev clean serve openapi configuration dist lint package package-lock lock browser
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -114,6 +114,18 @@ package-lock: dev
 bench: dev
 	$(PY) -m benchmarks.run --data $(or $(DATA),../shared/data)
 	$(PY) -m benchmarks.plots        # PNGs in benchmarks/plots/ from the results just written
+
+# every public quality set in one table (benchmarks/results/quality_table.md); the data sets live
+# under DATA (default ../shared/data), the agent_day chats in the repository; about 30 minutes
+bench-quality: dev
+	$(PY) -m benchmarks.run quality locomo agent_day multilingual --data $(or $(DATA),../shared/data)
+	$(PY) -m benchmarks.quality_table
+	$(PY) -m benchmarks.quality_gate
+
+# the agent path's figures on the repository's chats against benchmarks/quality_baseline.json
+# (make test runs the same check: tests/e2e/test_quality_gate.py); QUALITY_WRITE=1 rewrites the baseline
+quality-gate: dev
+	$(PY) -m benchmarks.quality_gate $(if $(QUALITY_WRITE),--write)
 
 clean:
 	rm -rf $(VENV) .cairn .pytest_cache .hypothesis

@@ -68,7 +68,8 @@ CONTEXT_BUDGET = 300
 
 # each set: (its pages' folder, its chats) under benchmarks/agent_day/; every set is played on a fresh home
 SETS = {"helpdesk": ("kb", "conversations.json"), "staff": ("staff", "staff_conversations.json"),
-        "product": ("product", "product_conversations.json"), "languages": ("staff", "languages_conversations.json")}
+        "product": ("product", "product_conversations.json"), "languages": ("staff", "languages_conversations.json"),
+        "indirect": ("staff", "indirect_conversations.json")}
 
 
 def load(name: str = "helpdesk") -> tuple[list[dict], dict]:
@@ -248,6 +249,7 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
     out = _run_set("helpdesk", limit_queries, with_noise=True)
     out["staff"] = _run_set("staff", limit_queries)
     out["product"] = _run_set("product", limit_queries)
+    out["indirect"] = _run_set("indirect", limit_queries)
     if os.environ.get("CAIRN_EMBEDDING_MODEL", "").startswith("multilingual"):  # an English-only model cannot
         out["languages"] = _run_set("languages", limit_queries)
     out["machine"] = f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.ports import fresh_moto
+
 
 @pytest.fixture(scope="module")
 def s3_endpoint():
@@ -19,7 +21,7 @@ def s3_endpoint():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    yield fresh_moto(f"http://{host}:{port}")
     server.stop()
 
 

@@ -20,6 +20,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def fresh_moto(endpoint: str) -> str:
+    """``endpoint`` (a moto server just started) with nothing in it: moto's backends are global to
+    the process, so what an earlier test module of this pytest worker created (a state machine, a
+    table, functions of the same name) would still be there. Returns ``endpoint``."""
+    import requests
+
+    requests.post(f"{endpoint}/moto-api/reset", timeout=10).raise_for_status()
+    return endpoint
+
+
 @contextmanager
 def cairn_serve(home: Path, keys: Path, *, workers: int = 2, env: dict[str, str] | None = None,
                 startup_s: float = 300) -> Iterator[tuple[subprocess.Popen[str], str]]:

@@ -10,7 +10,7 @@ import pytest
 
 from cairn.core.errors import RateLimited
 from cairn.ports.ratelimit import DynamoDBCounter, Limit, LimitPolicy, RateLimiter, create_table
-from tests.ports import free_port
+from tests.ports import free_port, fresh_moto
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ def endpoint():
         mp.setenv(key, value)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
-    url = f"http://127.0.0.1:{server._server.server_port}"  # type: ignore[union-attr]
+    url = fresh_moto(f"http://127.0.0.1:{server._server.server_port}")  # type: ignore[union-attr]
     yield url
     server.stop()
     mp.undo()

@@ -13,7 +13,7 @@ from cairn.core.errors import RequestError, SessionConflict, SessionNotFound
 from cairn.engine.memory.session_summaries import ExtractiveSummarizer
 from cairn.ports.sessions import Message, open_session_store
 from cairn.ports.sessions.base import MAX_CONTENT_CHARS, MAX_SUMMARY_CHARS
-from tests.ports import free_port
+from tests.ports import free_port, fresh_moto
 
 pytestmark = pytest.mark.integration
 TABLE = "cairn-sessions"
@@ -32,7 +32,7 @@ def moto_endpoint(monkeypatch_module):
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    yield f"http://127.0.0.1:{port}"
+    yield fresh_moto(f"http://127.0.0.1:{port}")
     server.stop()
 
 

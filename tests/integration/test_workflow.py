@@ -37,7 +37,7 @@ from cairn.engine.ingest import Document, Ingestor
 from cairn.ports.sessions import open_session_store
 from cairn.ports.vectorstores.local import LocalVectorStore
 from tests.fakes import UnavailableStore
-from tests.ports import free_port
+from tests.ports import free_port, fresh_moto
 from tests.stack import as_deployed
 
 pytestmark = pytest.mark.integration
@@ -79,7 +79,7 @@ def moto_server():
         mp.setenv(key, value)  # MOTO_PORT: where the interpreter's own boto3 clients (lambda.invoke) go
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+    endpoint = fresh_moto(f"http://127.0.0.1:{port}")
     before = requests.get(f"{endpoint}/moto-api/config", timeout=10).json()
     # keep lambda.use_docker on: with it off moto swaps in its "simple" Lambda backend, which echoes
     # payloads instead of calling LambdaFunction.invoke (patched below; Docker itself is never used)
