@@ -426,6 +426,55 @@ def test_a_user_bound_keys_console_cannot_open_another_users_data(console, api, 
     assert BOB_SECRET not in page.locator("main").inner_text()
 
 
+def _connect(page: Any, key: str) -> None:
+    page.fill("#api-key", key)
+    page.click("#connect button[type=submit]")
+
+
+def _bob_on_screen(console: Console, api: httpx.Client) -> Any:
+    """The tenant's key with bob's memories open in the user pane and his memory folder in the tree."""
+    page = console.open(ACME_KEY)
+    user = console.tab("user")
+    page.fill("#u-name", "bob")
+    user.locator("#user-form button").click()
+    expect(user.locator("#u-memories")).to_contain_text(BOB_SECRET)  # the tenant's key reads every user's
+    tree = console.tab("tree")
+    page.fill("#tree-uri", "cairn://user/bob/memories")
+    tree.locator("#tree-form button").click()
+    expect(tree.locator("#tree-list .node[data-uri*='/user/bob/']").first).to_be_visible()
+    return page
+
+
+def test_another_key_shows_nothing_the_previous_key_loaded(console, api):
+    page = _bob_on_screen(console, api)
+    _connect(page, ANN_KEY)
+    expect(page.locator("#whoami")).to_contain_text("user ann")
+    for pane in ("tree", "query", "user", "ingest", "stats"):
+        console.tab(pane)
+        assert BOB_SECRET not in page.locator("body").inner_text(), pane
+    assert "/user/bob" not in page.content() and BOB_SECRET not in page.content()
+    assert page.input_value("#u-name") == "ann"
+
+
+def test_a_wrong_key_clears_the_page_and_says_why(console, api):
+    page = _bob_on_screen(console, api)
+    _connect(page, "not-a-key-of-this-server")
+    expect(page.locator("#whoami .error")).to_be_visible()
+    assert "/user/bob" not in page.content() and BOB_SECRET not in page.content()
+    query = console.tab("query")
+    _run(page, "search", "how long do refunds take?")
+    expect(query.locator("#query-out .notice")).to_contain_text("no API key is connected")
+
+
+def test_a_query_with_no_key_says_to_connect_one(console):
+    page = console.page
+    page.goto(f"{console.url}/console")
+    expect(page.locator("#whoami .error")).to_be_visible()  # this server wants a key
+    console.tab("query")
+    out = _run(page, "find", "how long do refunds take?")
+    expect(out.locator(".notice")).to_contain_text("no API key is connected: enter the key and press Connect")
+
+
 def test_a_reader_keys_console_offers_no_upload(console, server):
     with httpx.Client(base_url=server, headers={"authorization": f"Bearer {READER_KEY}"}) as reader:
         if not _available(reader, "GET", "/v1/me"):

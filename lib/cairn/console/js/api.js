@@ -19,9 +19,21 @@ export class Api {
   constructor(baseUrl, key) {
     this.base = String(baseUrl || "").replace(/\/+$/, "");
     this.key = key || "";
+    this.retired = false;
+  }
+
+  /** Another key was connected: what this key still had in flight is dropped, never shown. */
+  retire() {
+    this.retired = true;
   }
 
   async call(method, path, { query, body } = {}) {
+    const data = await this.send(method, path, { query, body });
+    if (this.retired) return new Promise(() => {}); // never settles: no pane writes the old key's answer
+    return data;
+  }
+
+  async send(method, path, { query, body } = {}) {
     const url = new URL(this.base + path);
     for (const [name, value] of Object.entries(query || {})) {
       if (value !== undefined && value !== null && value !== "") url.searchParams.set(name, value);
@@ -42,7 +54,10 @@ export class Api {
     } catch {
       data = { message: text.slice(0, 300) };
     }
-    if (!response.ok) throw new ApiError(response.status, data);
+    if (!response.ok) {
+      if (this.retired) return new Promise(() => {});
+      throw new ApiError(response.status, data);
+    }
     return data;
   }
 
@@ -61,6 +76,24 @@ export class Api {
   delete(path, query) {
     return this.call("DELETE", path, { query });
   }
+}
+
+/** The client of no key: every call fails with the sentence a pane shows in its place. */
+export class Disconnected {
+  call() {
+    return Promise.reject(new ApiError(0, {
+      error: "not_connected", message: "no API key is connected: enter the key and press Connect, then try again" }));
+  }
+
+  get() { return this.call(); }
+
+  post() { return this.call(); }
+
+  put() { return this.call(); }
+
+  delete() { return this.call(); }
+
+  retire() {}
 }
 
 /** The message to show for an error: cairn's own words, with the request id to quote. */

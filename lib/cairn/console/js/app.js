@@ -1,6 +1,6 @@
 // The console's shell: where the API is, whose key, which pane.
 
-import { Api, describe } from "./api.js";
+import { Api, Disconnected, describe } from "./api.js";
 import { $, clear, h } from "./dom.js";
 import { ctx } from "./state.js";
 import * as tree from "./tree.js";
@@ -37,20 +37,25 @@ function showWho(me) {
     me.role ? h("span", { class: "who" }, ` · role ${me.role}`) : null);
 }
 
+let attempts = 0; // a Connect pressed again while the first still waits: only the last one counts
+
 async function connect(event) {
   if (event) event.preventDefault();
+  const attempt = ++attempts;
   const url = $("#base-url").value.trim() || location.origin;
   const key = $("#api-key").value;
   sessionStorage.setItem(KEY, key);
   sessionStorage.setItem(URL_KEY, url);
   const api = new Api(url, key);
   const box = $("#whoami");
+  forget();
   clear(box, h("span", { class: "muted" }, "connecting…"));
   try {
-    ctx.me = await whoami(api);
+    const me = await whoami(api);
+    if (attempt !== attempts) return api.retire();
+    ctx.me = me;
   } catch (err) {
-    ctx.api = null;
-    document.body.classList.remove("connected");
+    if (attempt !== attempts) return api.retire();
     clear(box, h("span", { class: "error", role: "alert" }, describe(err)));
     return;
   }
@@ -58,6 +63,22 @@ async function connect(event) {
   document.body.classList.add("connected");
   showWho(ctx.me);
   for (const pane of Object.values(ctx.panes)) pane.connected();
+}
+
+/** Before another key is shown (or a wrong one refused): nothing the previous key loaded stays on
+screen, and what it still had in flight is dropped. Every pane is mounted afresh. */
+function forget() {
+  ctx.api.retire();
+  ctx.api = new Disconnected();
+  ctx.me = null;
+  document.body.classList.remove("connected");
+  mountPanes();
+}
+
+function mountPanes() {
+  for (const [name, module] of Object.entries(PANES)) {
+    ctx.panes[name] = module.mount($(`section[data-pane=${name}]`));
+  }
 }
 
 function select(name) {
@@ -77,12 +98,9 @@ function start() {
   for (const tab of document.querySelectorAll("[role=tab]")) {
     tab.addEventListener("click", () => select(tab.dataset.pane));
   }
-  for (const [name, module] of Object.entries(PANES)) {
-    ctx.panes[name] = module.mount($(`section[data-pane=${name}]`));
-  }
   const wanted = location.hash.slice(1);
   select(PANES[wanted] ? wanted : "tree");
-  connect(); // a server without keys needs none; one with keys says what it wants
+  connect(); // mounts the panes; a server without keys needs none, one with keys says what it wants
 }
 
 start();

@@ -94,7 +94,7 @@ async function checkFilter() {
   status.className = "filter-status wide";
   if (error) return setStatus(status, "bad", error);
   if (filter === null) return setStatus(status, "", "");
-  if (!ctx.api) return setStatus(status, "bad", "connect first");
+  if (!ctx.me) return setStatus(status, "bad", "connect first");
   try {
     await ctx.api.post("/v1/find", { query: "filter check", filter, limit: 0 });
     setStatus(status, "ok", "filter accepted");

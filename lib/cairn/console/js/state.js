@@ -1,3 +1,6 @@
 // What every pane shares: the API client of the connected key and who that key is (GET /v1/me).
 
-export const ctx = { api: null, me: null, panes: {} };
+import { Disconnected } from "./api.js";
+
+// ``api`` is never null: with no key connected it is a ``Disconnected`` client, whose calls fail with a sentence
+export const ctx = { api: new Disconnected(), me: null, panes: {} };
