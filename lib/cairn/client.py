@@ -189,8 +189,9 @@ class CairnClient:
 
     # ------------------------------------------------------------------ memory
 
-    def remember(self, text: str, category: str, *, user: str | None = None, **fields: Any) -> RememberResult:
-        """``POST /v1/memories``: add or update one memory (key, title, metadata, source in ``fields``)."""
+    def remember(self, text: str, category: str | None = None, *, user: str | None = None, **fields: Any) -> RememberResult:
+        """``POST /v1/memories``: add or update one memory (key, title, metadata, source in ``fields``);
+        without ``category`` it is stored under "profile" and the answer's ``note`` says so."""
         body = _given(user=user, text=text, category=category, **fields)
         return RememberResult.model_validate(self._send("POST", "/v1/memories", json=body, safe=True))
 
@@ -334,7 +335,7 @@ class AsyncCairnClient:
                                 headers={"idempotency-key": key}, safe=True)
         return Message.model_validate(data)
 
-    async def remember(self, text: str, category: str, *, user: str | None = None, **fields: Any) -> RememberResult:
+    async def remember(self, text: str, category: str | None = None, *, user: str | None = None, **fields: Any) -> RememberResult:
         body = _given(user=user, text=text, category=category, **fields)
         return RememberResult.model_validate(await self._send("POST", "/v1/memories", json=body, safe=True))
 

@@ -173,9 +173,10 @@ class Cairn:
 
     # ------------------------------------------------------------------ memory
 
-    def remember(self, text: str, category: str, *, user: str | None = None, **fields: Any) -> RememberResult:
+    def remember(self, text: str, category: str | None = None, *, user: str | None = None, **fields: Any) -> RememberResult:
         """Add or update one memory of ``user`` (a user principal's own by default) without
-        touching the others (fields: key, title, metadata, source)."""
+        touching the others (fields: key, title, metadata, source); without ``category`` it goes
+        under "profile" and the result's ``note`` says so."""
         body = parse_request(MemoryPut, {"text": text, "category": category, "user": user, **fields})
         return self.app.remember(self.principal, body)
 

@@ -213,8 +213,9 @@ def build_server(services: "Services", *, tenant: str | None = None, user: str |
                  description="Store one fact about the end user (a preference, a profile detail, an event) so later "
                              "searches find it. The same key updates the memory; other memories stay.")
     def remember(text: Annotated[str, Field(description="the fact, as one sentence about the user")],
-                 category: Annotated[str, Field(description="one word: preferences, profile, entities, events or cases")],
                  ctx: Context,
+                 category: Annotated[str | None, Field(description="one word: preferences, profile, entities, events or "
+                                                       "cases (default: profile)")] = None,
                  user: Annotated[str | None, Field(description="whom the fact is about (a user key: always its own user)")] = None,
                  key: Annotated[str | None, Field(description="the memory's name; remembering with the same key updates it")] = None,
                  title: Annotated[str | None, Field(description="a short title (default: the text's first line)")] = None,

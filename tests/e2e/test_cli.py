@@ -88,3 +88,12 @@ def test_chinese_questions_find_their_documents_through_the_command(tmp_path):
         assert table.returncode == 0, table.stderr
         assert f"cairn://resources/help/{doc}" in table.stdout.splitlines()[0], (question, table.stdout)
     assert "no results" in run("find", "鑫龘靐齉爨", home=home).stdout
+
+
+def test_remember_without_a_category_says_where_the_memory_went(tmp_path):
+    done = run("remember", "Eve works night shifts.", "--user", "eve", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("created cairn://user/eve/memories/profile/")
+    assert "no category given: stored under 'profile'" in done.stderr
+    shown = run("read", done.stdout.split()[1], home=tmp_path)
+    assert "Eve works night shifts." in shown.stdout, shown.stdout + shown.stderr

@@ -213,3 +213,17 @@ def test_committing_a_session_keeps_what_the_user_said_once(server, acme):
     assert any(u.startswith(f"cairn://user/carol/memories/episodes/{session.id}") for u in memory_uris(found))
     with pytest.raises(RequestError, match="belongs to no user"):
         acme.commit(acme.create_session().id)
+
+
+def test_a_memory_without_a_category_is_kept_under_profile_and_the_answer_says_so(server, acme):
+    raw = httpx.post(f"{server}/v1/memories", headers={"authorization": f"Bearer {ACME_KEY}"},
+                     json={"user": "dan", "text": "Dan is allergic to peanuts."}, timeout=60)
+    assert raw.status_code == 201, raw.text
+    assert raw.json()["uri"].startswith("cairn://user/dan/memories/profile/")
+    assert "no category given: stored under 'profile'" in raw.json()["note"]
+    named = acme.remember("Dan prefers answers in bullet points.", "preferences", user="dan")
+    assert named.note is None and "/memories/preferences/" in named.uri
+    by_client = acme.remember("Dan lives in Porto.", user="dan")
+    assert "/memories/profile/" in by_client.uri and by_client.note
+    listed = acme.list_memories("dan", category="profile")
+    assert {m.text for m in listed.memories} == {"Dan is allergic to peanuts.", "Dan lives in Porto."}

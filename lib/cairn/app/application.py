@@ -20,6 +20,7 @@ from cairn.core import uri as uris
 from cairn.core.errors import RequestError
 from cairn.core.models import ContextType, FindResponse, FindResult
 from cairn.core.requests import FindRequest
+from cairn.engine.memory.models import TypedCategory
 from cairn.ports.observability.usage import record_usage, retrieval_counts
 
 if TYPE_CHECKING:
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 
 FindAnswer = FindResult | FindResponse
 
+
+# where a memory goes when the caller names no category: a fact about the user
+DEFAULT_MEMORY_CATEGORY = TypedCategory.PROFILE.value
 
 class Application:
     """cairn's operations over one composition root (:class:`~cairn.app.services.Services`)."""
@@ -171,9 +175,13 @@ class Application:
         user = self._user_for(principal, body.user, "remember for")
         if user is None:
             raise RequestError("user: name the end user the memory is about")
-        done = self.pipeline(principal.tenant).remember(user, body.text, body.category, key=body.key, title=body.title,
+        category = body.category or DEFAULT_MEMORY_CATEGORY
+        done = self.pipeline(principal.tenant).remember(user, body.text, category, key=body.key, title=body.title,
                                                         metadata=body.metadata, source=body.source)
         record_usage(principal.tenant, "remember", embedded_texts=1)
+        if body.category is None:
+            note = f"no category given: stored under {category!r} (name one with category, e.g. preferences)"
+            done = done.model_copy(update={"note": note})
         return done
 
     def forget(self, principal: Principal, uri: str) -> Forgotten:

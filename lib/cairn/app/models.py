@@ -28,7 +28,9 @@ class MemoryPut(_Body):
 
     user: str | None = Field(default=None, description="the end user (default: the one your credentials are bound to)")
     text: str = Field(min_length=1, max_length=20_000)
-    category: str = Field(description="e.g. preferences, profile, entities, events, cases")
+    category: str | None = Field(default=None, max_length=64,
+                                 description="e.g. preferences, profile, entities, events, cases; default: profile "
+                                             "(the answer's note says so)")
     key: str | None = Field(default=None, description="its name in the category; default: derived from the text")
     title: str | None = None
     metadata: dict[str, Any] | None = None

@@ -212,6 +212,8 @@ def cmd_remember(args: argparse.Namespace) -> int:
     done = _service(args).remember(args.text, args.category, user=args.user, key=args.key, title=args.title,
                                    metadata=metadata or None, source=args.source)
     print(f"{'created' if done.created else ('updated' if done.changed else 'unchanged')} {done.uri}")
+    if done.note:
+        print(f"note: {done.note}", file=sys.stderr)
     return 0
 
 
@@ -346,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     rem = sub.add_parser("remember", help="add or update one memory of an end user (its siblings stay)")
     rem.add_argument("text")
     rem.add_argument("--user", required=True, help="the end user the memory is about")
-    rem.add_argument("--category", required=True, help="e.g. preferences, profile, events")
+    rem.add_argument("--category", help="e.g. preferences, profile, events (default: profile)")
     rem.add_argument("--key", help="the memory's name in its category (default: from the text)")
     rem.add_argument("--title")
     rem.add_argument("--meta", action="append", metavar="KEY=VALUE", help="metadata (repeatable)")

@@ -607,9 +607,9 @@ export type MemoryPut = {
     /**
      * Category
      *
-     * e.g. preferences, profile, entities, events, cases
+     * e.g. preferences, profile, entities, events, cases; default: profile (the answer's note says so)
      */
-    category: string;
+    category?: string | null;
     /**
      * Key
      *
@@ -806,6 +806,10 @@ export type RememberResult = {
      * Folders
      */
     folders?: Array<string>;
+    /**
+     * Note
+     */
+    note?: string | null;
     /**
      * Uri
      */

@@ -47,6 +47,7 @@ class RememberResult(BaseModel):
     created: bool  # False: an existing memory was updated (or was already exactly so)
     changed: bool
     folders: tuple[str, ...] = ()
+    note: str | None = None  # what cairn chose for the caller (a category left out)
 
 
 class MemoryService:
