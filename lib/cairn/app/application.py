@@ -38,6 +38,7 @@ FindAnswer = FindResult | FindResponse
 # where a memory goes when the caller names no category: a fact about the user
 DEFAULT_MEMORY_CATEGORY = TypedCategory.PROFILE.value
 
+
 class Application:
     """cairn's operations over one composition root (:class:`~cairn.app.services.Services`)."""
 
@@ -179,7 +180,7 @@ class Application:
         done = self.pipeline(principal.tenant).remember(user, body.text, category, key=body.key, title=body.title,
                                                         metadata=body.metadata, source=body.source)
         record_usage(principal.tenant, "remember", embedded_texts=1)
-        if body.category is None:
+        if not body.category:
             note = f"no category given: stored under {category!r} (name one with category, e.g. preferences)"
             done = done.model_copy(update={"note": note})
         return done
