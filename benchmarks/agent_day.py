@@ -246,17 +246,19 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
     handbook's (``staff``: topic folders whose names only their own pages use) and a product help
     centre's (``product``: folders of a kind nested in a topic folder), each through a `cairn serve`
     of its own on a fresh home."""
-    out = _run_set("helpdesk", limit_queries, with_noise=True)
-    out["staff"] = _run_set("staff", limit_queries)
-    out["product"] = _run_set("product", limit_queries)
-    out["indirect"] = _run_set("indirect", limit_queries)
+    out = run_set("helpdesk", limit_queries, with_noise=True)
+    out["staff"] = run_set("staff", limit_queries)
+    out["product"] = run_set("product", limit_queries)
+    out["indirect"] = run_set("indirect", limit_queries)
     if os.environ.get("CAIRN_EMBEDDING_MODEL", "").startswith("multilingual"):  # an English-only model cannot
-        out["languages"] = _run_set("languages", limit_queries)
+        out["languages"] = run_set("languages", limit_queries)
     out["machine"] = f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
     return out
 
 
-def _run_set(name: str, limit_queries: int | None, with_noise: bool = False) -> dict:
+def run_set(name: str, limit_queries: int | None, with_noise: bool = False) -> dict:
+    """One set of :data:`SETS` played through a `cairn serve` of its own on a fresh home (the quality
+    gate plays them too: benchmarks/quality_gate.py)."""
     docs, script = load(name)
     if limit_queries:
         script = {**script, "conversations": script["conversations"][: max(1, limit_queries // 15)]}

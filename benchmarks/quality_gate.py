@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .agent_day import _run_set
+from .agent_day import run_set
 
 BASELINE = Path(__file__).parent / "quality_baseline.json"
 SETS = ("helpdesk", "staff", "product", "indirect")
@@ -57,7 +57,7 @@ def measure(sets: tuple[str, ...] = SETS, progress: Any = None) -> dict[str, tup
     for name in sets:
         if progress:
             progress(f"quality gate: playing {name}")
-        out |= figures_of(name, _run_set(name, None))
+        out |= figures_of(name, run_set(name, None))
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
 SUITES = ("quality", "locomo", "agent_day", "multilingual")
-QUALITY = re.compile(r"(ndcg|recall|map|mrr|precision|empty|accuracy|hit)", re.IGNORECASE)
+QUALITY = re.compile(r"(ndcg|recall|\bmap\b|mrr|precision|empty|accuracy)", re.IGNORECASE)
 NOT_QUALITY = re.compile(r"(_ms|latency|seconds|p50|p95|p99|bytes|misses)", re.IGNORECASE)
 
 

@@ -15,6 +15,9 @@ export class ApiError extends Error {
   }
 }
 
+// what a retired key's calls resolve to: a promise that never settles, so the code awaiting it stops there
+const NEVER = new Promise(() => {});
+
 export class Api {
   constructor(baseUrl, key) {
     this.base = String(baseUrl || "").replace(/\/+$/, "");
@@ -28,9 +31,14 @@ export class Api {
   }
 
   async call(method, path, { query, body } = {}) {
-    const data = await this.send(method, path, { query, body });
-    if (this.retired) return new Promise(() => {}); // never settles: no pane writes the old key's answer
-    return data;
+    let data;
+    try {
+      data = await this.send(method, path, { query, body });
+    } catch (err) {
+      if (this.retired) return NEVER;
+      throw err;
+    }
+    return this.retired ? NEVER : data; // no pane writes the old key's answer, or its error
   }
 
   async send(method, path, { query, body } = {}) {
@@ -54,10 +62,7 @@ export class Api {
     } catch {
       data = { message: text.slice(0, 300) };
     }
-    if (!response.ok) {
-      if (this.retired) return new Promise(() => {});
-      throw new ApiError(response.status, data);
-    }
+    if (!response.ok) throw new ApiError(response.status, data);
     return data;
   }
 
