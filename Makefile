@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
+# the locks go in with uv (requirements/pip.lock installs it beside pip): the same pins and hashes,
+# ~10 s instead of pip's ~3 minutes for the dev lock on a fresh machine
+UV     := $(VENV)/bin/uv pip install -q --python $(PY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .PHONY: demo test test-unit bench bench-quality quality-gate install dev clean serve openapi configuration dist lint package package-lock lock browser
@@ -24,17 +27,16 @@ $(VENV)/.pip: $(LOCK_PIP) | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(LOCK_LOCAL) $(VENV)/.pip
-	$(PIP) install --require-hashes -r $(LOCK_LOCAL)
-	$(PIP) install --no-deps -e .
+	$(UV) --require-hashes -r $(LOCK_LOCAL)
+	$(UV) --no-deps -e .
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml $(LOCK_DEV) $(VENV)/.pip
-	$(PIP) install --require-hashes -r $(LOCK_DEV)
-	$(PIP) install --no-deps -e .
+	$(UV) --require-hashes -r $(LOCK_DEV)
+	$(UV) --no-deps -e .
 	touch $@
 
-lock: | $(VENV)/bin/python
-	$(PIP) install uv
+lock: $(VENV)/.pip
 	$(VENV)/bin/uv pip compile pyproject.toml --upgrade --generate-hashes --python-version 3.11 --extra local --extra docs --extra mcp -o $(LOCK_LOCAL)
 	$(VENV)/bin/uv pip compile pyproject.toml --upgrade --generate-hashes --python-version 3.11 --extra local --extra aws --extra docs --extra dev -o $(LOCK_DEV)
 
