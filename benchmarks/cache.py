@@ -22,6 +22,7 @@ class CachedEmbedder(Embedder):
         self.dimension = inner.dimension
         self.batch_size = 4096
         self.languages = inner.languages  # what the model covers decides the fusion (cairn.engine.stages.retrieve)
+        self.max_tokens = inner.max_tokens  # the chunker cuts to the model's window
         self._path = CACHE_DIR / f"{name}-{inner.name}"
         self._keys: dict[str, int] = {}
         self._vecs = np.zeros((0, inner.dimension), dtype=np.float32)

@@ -12,6 +12,13 @@ and classes. The chunker
    slides never are: a chunk cites one page) and no new heading starts once a chunk is a third
    full.
 
+With a token window (``max_tokens`` and ``count_tokens``: the embedder's own tokenizer, set by the
+ingest service from :attr:`cairn.ports.embeddings.Embedder.max_tokens`), a piece or a packed chunk
+must also fit that many of the embedder's tokens: a piece over it is cut again at the best boundary
+inside a proportionally smaller budget, and its overlap is shortened to a quarter of the window
+at most (dense scripts take a token a character). An embedder reads only its window: without this,
+the end of a longer chunk is never embedded (56 % of scifact's texts were cut).
+
 Each :class:`Chunk` is a slice of the document's text (``start``/``end`` are offsets in it), so
 ``text[start:end]`` is the chunk without its repeated prefix. Every step is linear in the text's
 length: a 2 MB file is chunked in milliseconds.
@@ -21,8 +28,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from cairn.engine.ingest.parsers.base import Section
 
@@ -30,6 +37,11 @@ CHUNK_CHARS = 1500
 OVERLAP_CHARS = 200
 MIN_CHUNK_CHARS = 200
 MAX_CHUNK_CHARS = 8000  # a record's text is bounded to this (cairn.core.models.MAX_TEXT_CHARS)
+SPECIAL_TOKENS = 2  # what an embedder adds to every text ([CLS]/[SEP], <s>/</s>)
+LABEL_TOKENS = 16  # room for the section label a chunk's title carries ("Guide — Refunds")
+MIN_WINDOW_TOKENS = 32
+OVERLAP_SHARE = 0.25  # of the token window, at most, repeated from the previous chunk
+MIN_OVERLAP_CHARS = 20
 
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 _FENCE = re.compile(r"(?m)^[ \t]{0,3}(```|~~~)")
@@ -44,9 +56,14 @@ class ChunkingConfig:
 
     chunk_chars: int = CHUNK_CHARS
     overlap_chars: int = OVERLAP_CHARS
+    # the embedder's window in its tokens, and how it counts them (None: characters only)
+    max_tokens: int | None = None
+    count_tokens: Callable[[str], int] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         problems = []
+        if self.max_tokens is not None and (self.max_tokens < MIN_WINDOW_TOKENS or self.count_tokens is None):
+            problems.append(f"max_tokens must be at least {MIN_WINDOW_TOKENS} and come with count_tokens, got {self.max_tokens}")
         if not MIN_CHUNK_CHARS <= self.chunk_chars <= MAX_CHUNK_CHARS:
             problems.append(f"chunk_chars must be between {MIN_CHUNK_CHARS} and {MAX_CHUNK_CHARS}, got {self.chunk_chars}")
         if not 0 <= self.overlap_chars <= self.chunk_chars // 2:
@@ -55,6 +72,20 @@ class ChunkingConfig:
             from cairn.core.errors import RequestError
 
             raise RequestError("invalid chunking settings: " + "; ".join(problems), details=problems)
+
+    def for_embedder(self, max_tokens: int | None, count_tokens: Callable[[str], int] | None) -> ChunkingConfig:
+        """These settings bounded by an embedder's window (``max_tokens`` with its special tokens:
+        :data:`SPECIAL_TOKENS` are left for them); unchanged without a window or a counter."""
+        if not max_tokens or count_tokens is None:
+            return self
+        return replace(self, max_tokens=max(MIN_WINDOW_TOKENS, max_tokens - SPECIAL_TOKENS), count_tokens=count_tokens)
+
+    def reserving(self, text: str) -> ChunkingConfig:
+        """The window less what ``text`` (a title embedded before every chunk) and a section label take."""
+        if self.max_tokens is None or self.count_tokens is None or not text:
+            return self
+        left = self.max_tokens - self.count_tokens(text) - LABEL_TOKENS
+        return replace(self, max_tokens=max(MIN_WINDOW_TOKENS, left))
 
 
 @dataclass(frozen=True)
@@ -131,7 +162,10 @@ def _add(out: list[Section], text: str, start: int, end: int, path: tuple[str, .
 def _split_section(text: str, sec: Section, cfg: ChunkingConfig) -> list[_Piece]:
     """Pieces of one section, each within the budget (a continuation leaves room for the overlap)."""
     s0, s1 = sec.start, sec.start + len(sec.text)
-    if s1 - s0 <= cfg.chunk_chars:
+    # a repeated prefix (a table's header row) counts against the window unless it would take more
+    # than half of it: then the body alone is fitted, or every piece would shrink to nothing
+    prefix = sec.prefix if _within_tokens(cfg, sec.prefix, share=0.5) else ""
+    if s1 - s0 <= cfg.chunk_chars and _within_tokens(cfg, prefix + text[s0:s1]):
         return [_Piece(sec, s0, s1, True, s0)]
     budget_first = cfg.chunk_chars
     budget_next = max(MIN_CHUNK_CHARS // 2, cfg.chunk_chars - cfg.overlap_chars - len(sec.prefix))
@@ -140,17 +174,30 @@ def _split_section(text: str, sec: Section, cfg: ChunkingConfig) -> list[_Piece]
     pos = s0
     while pos < s1:
         budget = budget_first if not pieces else budget_next
-        if s1 - pos <= budget:
-            cut = s1
-        else:
-            cut = _best_cut(text, pos, pos + budget, paras)
-        body_start = pos
         start = pos if not pieces else _overlap_start(text, pos, cfg.overlap_chars, s0)
+        overlap = pos - start
+        while start < pos and not _within_tokens(cfg, text[start:pos], share=OVERLAP_SHARE):
+            overlap //= 2  # an overlap in a dense script would take the window: a shorter one
+            start = _overlap_start(text, pos, overlap, s0) if overlap >= MIN_OVERLAP_CHARS else pos
+        cut = s1 if s1 - pos <= budget else _best_cut(text, pos, pos + budget, paras)
+        while cut > pos + 1 and cfg.max_tokens and cfg.count_tokens and not _within_tokens(cfg, prefix + text[start:cut]):
+            # over the token window: a budget as much smaller as the piece is over, cut again
+            used = cfg.count_tokens(prefix + text[start:cut])
+            limit = pos + max(1, int((cut - pos) * 0.9 * cfg.max_tokens / max(used, 1)))
+            cut = _best_cut(text, pos, min(limit, cut - 1), paras)
+        body_start = pos
         pieces.append(_Piece(sec, start, cut, not pieces, body_start))
         pos = cut
         while pos < s1 and text[pos].isspace():
             pos += 1
     return pieces
+
+
+def _within_tokens(cfg: ChunkingConfig, text: str, share: float = 1.0) -> bool:
+    """``text`` takes at most ``share`` of the token window (always, without one)."""
+    if cfg.max_tokens is None or cfg.count_tokens is None:
+        return True
+    return cfg.count_tokens(text) <= cfg.max_tokens * share
 
 
 def _paragraph_breaks(text: str, s0: int, s1: int) -> list[int]:
@@ -199,7 +246,7 @@ def chunk_sections(text: str, sections: Sequence[Section], config: ChunkingConfi
     chunks: list[Chunk] = []
     group: list[_Piece] = []
     for piece in pieces:
-        if group and _fits(group, piece, cfg):
+        if group and _fits(text, group, piece, cfg):
             group.append(piece)
             continue
         if group:
@@ -210,13 +257,15 @@ def chunk_sections(text: str, sections: Sequence[Section], config: ChunkingConfi
     return chunks
 
 
-def _fits(group: list[_Piece], piece: _Piece, cfg: ChunkingConfig) -> bool:
+def _fits(text: str, group: list[_Piece], piece: _Piece, cfg: ChunkingConfig) -> bool:
     last = group[-1]
     if not (piece.first and group[0].first and last.section.mergeable and piece.section.mergeable):
         return False
     if last.section.page != piece.section.page or last.section.kind != piece.section.kind:
         return False
     if piece.end - group[0].start + len(group[0].section.prefix) > cfg.chunk_chars:
+        return False
+    if not _within_tokens(cfg, group[0].section.prefix + text[group[0].start : piece.end]):
         return False
     size = last.end - group[0].start
     new_heading = piece.section.heading_path != last.section.heading_path

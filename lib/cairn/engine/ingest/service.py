@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from cairn.core import uri as uris
 from cairn.core.errors import CairnError, IngestError
 from cairn.core.models import ContextRecord, Level, record_id
+from cairn.engine.context import token_counter
 from cairn.engine.ingest.chunking import ChunkingConfig
 from cairn.engine.ingest.fetchguard import FetchPolicy
 from cairn.engine.ingest.parsers.base import Limits
@@ -161,7 +162,9 @@ class Ingestor:
         self.title_rules = tuple(title_rules)
         self.leaf_title_rules = tuple(leaf_title_rules)
         self.sleep = sleep
-        self.chunking = chunking or ChunkingConfig()
+        # every chunk fits the embedder's window, counted by its own tokenizer (chunking.py)
+        window = getattr(embedder, "max_tokens", None)
+        self.chunking = (chunking or ChunkingConfig()).for_embedder(window, token_counter(embedder) if window else None)
         self.limits = limits or Limits()
         self.isolate_parsers = isolate_parsers
         self.parse_workers = max(1, parse_workers)

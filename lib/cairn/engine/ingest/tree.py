@@ -129,7 +129,7 @@ def _leaf_records(
         title = title_for(rules, doc.path, {**doc.metadata, "title": title}) or title
     sections = doc.sections or markdown_sections(doc.text.strip())
     text = doc.text if doc.sections else doc.text.strip()
-    pieces = chunk_sections(text, sections, chunking) or []
+    pieces = chunk_sections(text, sections, chunking.reserving(title) if chunking else None) or []
     out = []
     for n, piece in enumerate(pieces):
         leaf_uri = file_uri if len(pieces) == 1 else uris.with_chunk(file_uri, n)

@@ -39,6 +39,9 @@ class Embedder(ABC):
     # many (a multilingual model) or not declared. Part of the embedder's identity: ingestion tells a
     # tenant whose documents are in another language that their dense scores are noise
     languages: frozenset[str] | None = None
+    # the longest input the model reads, in its own tokens (special tokens included); what is longer
+    # is cut by the model, so its end is never embedded. None: not known (the chunker does not count)
+    max_tokens: int | None = None
     # retries of a retryable error from one batch (throttling, timeouts); none for a local model
     retry_policy: RetryPolicy = RetryPolicy(attempts=1)
     sleep: Callable[[float], None] = staticmethod(time.sleep)

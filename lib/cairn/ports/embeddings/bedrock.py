@@ -55,15 +55,16 @@ class _Family:
     default_dimension: int
     dimensions: tuple[int, ...]
     max_batch: int
+    max_tokens: int  # the model's input window (Titan v2: 8,192 tokens; Cohere v3: 512, cut at the end)
 
 
 def family_of(model: str) -> _Family:
     """The request shape of a Bedrock embedding model id (or an inference profile / ARN naming it)."""
     base = model.rsplit("/", 1)[-1]
     if "amazon.titan-embed-text-v2" in base:
-        return _Family("titan-v2", 1024, TITAN_V2_DIMENSIONS, 1)
+        return _Family("titan-v2", 1024, TITAN_V2_DIMENSIONS, 1, 8192)
     if "cohere.embed-english-v3" in base or "cohere.embed-multilingual-v3" in base:
-        return _Family("cohere-v3", 1024, (1024,), COHERE_MAX_TEXTS)
+        return _Family("cohere-v3", 1024, (1024,), COHERE_MAX_TEXTS, 512)
     raise ConfigError(
         f"Bedrock embedding model {model!r} is not supported; use amazon.titan-embed-text-v2:0, "
         "cohere.embed-english-v3 or cohere.embed-multilingual-v3 (or the litellm embedder for other models)"
@@ -95,6 +96,7 @@ class BedrockEmbedder(Embedder):
             allowed = ", ".join(str(d) for d in self.family.dimensions)
             raise ConfigError(f"{self.name}: dimension {dimension} is not offered; allowed: {allowed}")
         self.dimension = chosen
+        self.max_tokens = self.family.max_tokens
         self.distinguishes_input_type = self.family.kind == "cohere-v3"
         # Titan v2 and Cohere multilingual v3 embed 100+ languages; Cohere english v3 English only
         self.languages = frozenset({"en"}) if "embed-english" in model else None
