@@ -117,10 +117,11 @@ bench: dev
 	$(PY) -m benchmarks.run --data $(or $(DATA),../shared/data)
 	$(PY) -m benchmarks.plots        # PNGs in benchmarks/plots/ from the results just written
 
-# every public quality set in one table (benchmarks/results/quality_table.md); the data sets live
+# every public quality set in one table (benchmarks/results/quality_table.md): the flat sets, the
+# conversational sets (dstc11, mtrag, trec_cast: benchmarks/sources/), LoCoMo; the data sets live
 # under DATA (default ../shared/data), the agent_day chats in the repository; about 30 minutes
 bench-quality: dev
-	$(PY) -m benchmarks.run quality locomo agent_day multilingual --data $(or $(DATA),../shared/data)
+	$(PY) -m benchmarks.run quality conversations locomo agent_day multilingual --data $(or $(DATA),../shared/data)
 	$(PY) -m benchmarks.quality_table
 	$(PY) -m benchmarks.quality_gate
 

@@ -22,9 +22,9 @@ from cairn.ports.vectorstores.local import LocalVectorStore
 
 from .beir import BeirSet, load
 from .cache import CACHE_DIR, CachedEmbedder
-from .presets import DSTC11_TITLE_RULES
+from .presets import DSTC11_TITLE_RULES, MTRAG_TITLE_RULES
 
-LAYOUT_VERSION = "1"
+LAYOUT_VERSION = "2"  # 2: chunks fit the embedder's token window (issue 38)
 TENANT = "bench"
 
 
@@ -37,6 +37,16 @@ def dstc11_documents(ds: BeirSet) -> list[Document]:
     return [
         Document(path=tuple(d["metadata"]["path"]), text=d["text"], title=d.get("title") or "", metadata=_flat(d["metadata"]))
         for d in ds.corpus
+    ]
+
+
+def tree_documents(ds: BeirSet) -> list[Document]:
+    """Folders from each document's ``metadata.path`` (a converted conversational set), its string
+    metadata kept (folder titles can read it)."""
+    return [
+        Document(path=tuple(d["metadata"]["path"]), text=d["text"] or d.get("title") or "", title=d.get("title") or "",
+                 metadata={k: v for k, v in d["metadata"].items() if isinstance(v, str)})
+        for d in ds.corpus if (d["text"] or d.get("title") or "").strip()
     ]
 
 
@@ -62,6 +72,8 @@ COLLECTIONS = {
     "scifact": Collection("scifact", "cairn://resources/scifact", flat_documents),
     "cranfield": Collection("cranfield", "cairn://resources/cranfield", flat_documents),
     "dstc11": Collection("dstc11_track5", "cairn://resources/dstc11", dstc11_documents, {"title_rules": DSTC11_TITLE_RULES}),
+    "mtrag": Collection("mtrag", "cairn://resources/mtrag", tree_documents, {"title_rules": MTRAG_TITLE_RULES}),
+    "trec_cast": Collection("trec_cast", "cairn://resources/trec_cast", tree_documents),
 }
 
 

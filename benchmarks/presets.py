@@ -16,6 +16,10 @@ DSTC11_TITLE_RULES = (
     DirTitleRule("*/*/review/*", "Review of {entity_name}"),
 )
 
+# MTRAG (benchmarks/convert_mtrag.py): domain / source document / passage; a source document's folder
+# carries the document's title, as a customer's folder of a web page or an article would
+MTRAG_TITLE_RULES = (DirTitleRule(2, "{doc_title}"),)
+
 # Optional leaf titles that name the entity ("ACORN GUEST HOUSE — Is there parking?"), so that a
 # leaf found by a flat search says whose it is.
 DSTC11_LEAF_TITLE_RULES = (

@@ -1,6 +1,6 @@
 """One table of every quality figure the quality suites wrote (``make bench-quality``).
 
-    python -m benchmarks.quality_table     # reads benchmarks/results/{quality,locomo,agent_day,multilingual}.json
+    python -m benchmarks.quality_table     # reads benchmarks/results/{quality,conversations,locomo,agent_day,multilingual}.json
 
 Each suite's JSON has its own shape; the table takes every quality figure in it (nDCG@k, recall@k,
 memory recall, the share of empty answers), wherever it sits, and names it by its path in the JSON
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
-SUITES = ("quality", "locomo", "agent_day", "multilingual")
+SUITES = ("quality", "conversations", "locomo", "agent_day", "multilingual")
 QUALITY = re.compile(r"(ndcg|recall|\bmap\b|mrr|precision|empty|accuracy)", re.IGNORECASE)
 NOT_QUALITY = re.compile(r"(_ms|latency|seconds|p50|p95|p99|bytes|misses)", re.IGNORECASE)
 
