@@ -114,3 +114,29 @@ def test_a_header_row_wider_than_half_the_window_does_not_shred_the_table(minilm
     # is small), not into pieces of a character or two trying to fit the header too
     assert 2 <= len(chunks) <= len(body) // 50
     assert chunks[0].start == 0 and chunks[-1].end == len(body)
+
+
+def test_a_reindex_to_a_smaller_window_says_which_chunks_it_cannot_embed_whole(tmp_path):
+    from cairn import Cairn
+    from cairn.app.services import Services
+    from cairn.core.config import load_settings
+    from cairn.engine.reindex import reindex
+
+    base = {"CAIRN_HOME": str(tmp_path), "CAIRN_RECORD_USE": "false"}
+    e5 = Services(load_settings(env={**base, "CAIRN_EMBEDDING_MODEL": "multilingual-e5-small"}))
+    Cairn(e5, "acme").ingestor().ingest([Document(("complex-i.md",), DENSE + FACT, title="Complex I notes")],
+                                        "cairn://resources/lab")  # one chunk: it fits e5's 512 tokens
+    report = reindex(Services(load_settings(env=base)), ["acme"])  # to MiniLM: 256
+    assert report.switched and report.over_window == 1
+    assert "1 chunks are longer than local/minilm" in report.summary() and "ingest their sources again" in report.summary()
+
+
+def test_an_ingest_keeps_the_smaller_window_it_was_given(minilm):
+    from cairn.ports.embeddings.local_e5 import LocalE5Embedder
+
+    e5 = LocalE5Embedder()
+    cut_for_minilm = ChunkingConfig().for_embedder(minilm.max_tokens, token_counter(minilm))
+    assert cut_for_minilm.for_embedder(e5.max_tokens, token_counter(e5)) is cut_for_minilm
+    # and a larger window given first is tightened to the embedder's
+    wide = ChunkingConfig().for_embedder(e5.max_tokens, token_counter(e5))
+    assert wide.for_embedder(minilm.max_tokens, token_counter(minilm)).max_tokens == minilm.max_tokens - 2

@@ -33,6 +33,8 @@ import numpy as np
 from cairn.core.errors import ConfigError, RequestError
 from cairn.core.models import ContextRecord, Level, record_id
 from cairn.core.storage_names import tenant_folder as storage_name
+from cairn.engine.context import token_counter
+from cairn.engine.ingest.chunking import SPECIAL_TOKENS
 from cairn.engine.ingest.tree import embedding_text
 from cairn.ports.embeddings.identity import EmbedderIdentity, digest_of, stamp
 from cairn.ports.vectorstores.base import validate_tenant
@@ -56,6 +58,7 @@ class ReindexReport:
     embedded: int = 0  # texts sent to the embedder (shared vectors are embedded once)
     seconds: float = 0.0
     switched: bool = False
+    over_window: int = 0  # chunks longer than the new embedder's window (cut for the old one's)
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -104,6 +107,8 @@ def reindex(services: Any, tenants: list[str], progress: Progress = _quiet, *, t
         plan.abandon()
         raise
     report.old_index, report.notes, report.switched = plan.switch()
+    if (note := window_note(report, embedder)) is not None:
+        report.notes.append(note)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -115,8 +120,10 @@ def _copy(source: Any, target: Any, embedder: Any, tenant: str, want: EmbedderId
           progress: Progress) -> None:
     total, done = source.count(tenant), 0
     progress(f"reindex {tenant}", 0, total)
+    longer = _longer_than_window(embedder)
     for page in _pages(source, tenant):
         texts = _texts(source, tenant, page)
+        report.over_window += sum(1 for rec, text in zip(page, texts, strict=True) if rec.level is Level.DETAIL and longer(text))
         unique = list(dict.fromkeys(texts))
         vectors = dict(zip(unique, embedder.embed(unique), strict=True)) if unique else {}
         target.upsert([_moved(rec, vectors[text], want) for rec, text in zip(page, texts, strict=True)])
@@ -124,6 +131,26 @@ def _copy(source: Any, target: Any, embedder: Any, tenant: str, want: EmbedderId
         report.records += len(page)
         done += len(page)
         progress(f"reindex {tenant}", done, total)
+
+
+def _longer_than_window(embedder: Any) -> Callable[[str], bool]:
+    """Whether a text is longer than ``embedder``'s window (its own tokens, with its special ones):
+    the chunker cut the tenant's documents for the old embedder's window, and a reindex re-embeds
+    the chunks as they are (never false without a declared window)."""
+    window = getattr(embedder, "max_tokens", None)
+    if not window:
+        return lambda text: False
+    count = token_counter(embedder)
+    return lambda text: count(text) + SPECIAL_TOKENS > window
+
+
+def window_note(report: ReindexReport, embedder: Any) -> str | None:
+    """What the user is told when chunks are longer than the new window (None when all fit)."""
+    if not report.over_window:
+        return None
+    return (f"{report.over_window} chunks are longer than {report.target}'s window of {embedder.max_tokens} tokens, "
+            "so their ends are not embedded: a reindex keeps the chunks as they were cut; ingest their sources "
+            "again to cut them for the new window (docs/reindex.md)")
 
 
 def _pages(source: Any, tenant: str) -> Iterator[list[ContextRecord]]:

@@ -75,10 +75,14 @@ class ChunkingConfig:
 
     def for_embedder(self, max_tokens: int | None, count_tokens: Callable[[str], int] | None) -> ChunkingConfig:
         """These settings bounded by an embedder's window (``max_tokens`` with its special tokens:
-        :data:`SPECIAL_TOKENS` are left for them); unchanged without a window or a counter."""
+        :data:`SPECIAL_TOKENS` are left for them); unchanged without a window or a counter, or when
+        they already hold a smaller window (cut for another embedder a tenant may move to)."""
         if not max_tokens or count_tokens is None:
             return self
-        return replace(self, max_tokens=max(MIN_WINDOW_TOKENS, max_tokens - SPECIAL_TOKENS), count_tokens=count_tokens)
+        window = max(MIN_WINDOW_TOKENS, max_tokens - SPECIAL_TOKENS)
+        if self.max_tokens is not None and self.max_tokens <= window:
+            return self
+        return replace(self, max_tokens=window, count_tokens=count_tokens)
 
     def reserving(self, text: str) -> ChunkingConfig:
         """The window less what ``text`` (a title embedded before every chunk) and a section label take."""
