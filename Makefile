@@ -105,7 +105,7 @@ dist: | $(VENV)/bin/python
 	rm -rf build lib/*.egg-info
 	@ls -l dist/*.whl
 
-# every Lambda function built for python3.12 on arm64 with only what it imports; fails over 250 MB
+# every Lambda function built for python3.12 on arm64 with only what it imports, compiled for it; fails past 230 MB
 package: dev
 	$(PY) infra/package/build.py build
 

@@ -7,7 +7,8 @@ cannot run here. The packaged-handler tests (``tests/integration/test_packaged.p
 layers built for this interpreter and platform: the same distributions at the same versions (read
 from ``infra/package/locks/<layer>.txt``), installed ``--no-deps`` (so nothing a lock leaves out can
 slip in), pruned as the real build prunes, with the cairn library copied into ``core`` and every
-layer's bytecode compiled. The hashes in the locks pin the arm64 wheels, so they are not checked
+layer's bytecode compiled as the real build compiles it (unchecked-hash files, in place of the source
+but for cairn and the packages that read their own). The hashes in the locks pin the arm64 wheels, so they are not checked
 here; the versions are.
 
 Beside the layers, ``runtime`` holds what the Lambda python3.12 runtime itself provides (boto3,
@@ -22,7 +23,6 @@ after a code change costs seconds, not a rebuild.
 from __future__ import annotations
 
 import argparse
-import compileall
 import hashlib
 import importlib.util
 import shutil
@@ -37,6 +37,7 @@ REPO = HERE.parents[1]
 HOST_OUT = REPO / "build" / "package-host"
 # what the Lambda python3.12 runtime puts on sys.path (/var/runtime) besides the standard library
 RUNTIME_DISTRIBUTIONS = ("boto3", "botocore", "s3transfer", "jmespath", "python-dateutil", "six", "urllib3")
+BYTECODE = "unchecked-hash"  # how compile_tree writes it: a folder stamped before with another mode is rebuilt
 
 
 def _builder():
@@ -70,9 +71,9 @@ def _install(requirements: list[str], target: Path) -> None:
 
 
 def compile_tree(path: Path) -> None:
-    """Write bytecode for every module under ``path`` (``/opt`` is read-only on Lambda: a layer
-    without ``.pyc`` files compiles every module on every cold start)."""
-    compileall.compile_dir(str(path), quiet=2, workers=1, ddir=None)
+    """Bytecode for every module under ``path``, written as ``make package`` writes it (unchecked-hash),
+    by this interpreter."""
+    _builder().compile_bytecode(path, sys.executable, prefix=None)
 
 
 def _stamped(out: Path, digest: str) -> bool:
@@ -86,16 +87,15 @@ def build_layer(name: str, out: Path) -> Path:
     layer = build.layers()[name]
     lockfile = build.LOCKS / f"{name}.txt"
     target = out / "python"
-    digest = hashlib.sha256(lockfile.read_bytes() + repr(layer).encode() + _interpreter_tag().encode()).hexdigest()
+    inputs = repr((layer, build.COMMON_PRUNE, build.KEEP_SOURCE, build.READS_SOURCE.pattern, _interpreter_tag(), BYTECODE))
+    digest = hashlib.sha256(lockfile.read_bytes() + inputs.encode()).hexdigest()
     if not _stamped(out, digest):
         shutil.rmtree(out, ignore_errors=True)
         target.mkdir(parents=True)
         _install(pins(lockfile), target)
-        kept = {p for pattern in layer.keep for p in target.glob(pattern)}
-        for pattern in layer.prune:
-            for path in [p for p in target.glob(pattern) if p not in kept]:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        build.prune_layer(layer, target)
         compile_tree(target)
+        build.drop_sources(target, sys.implementation.cache_tag)
         (out / ".stamp").write_text(digest)
     if layer.with_cairn:
         shutil.rmtree(target / "cairn", ignore_errors=True)
@@ -108,7 +108,7 @@ def build_runtime(out: Path) -> Path:
     """What the Lambda runtime provides, at this environment's versions."""
     requirements = [f"{name}=={version(name)}" for name in RUNTIME_DISTRIBUTIONS]
     target = out / "python"
-    digest = hashlib.sha256(repr(requirements).encode() + _interpreter_tag().encode()).hexdigest()
+    digest = hashlib.sha256(repr((requirements, _interpreter_tag(), BYTECODE)).encode()).hexdigest()
     if not _stamped(out, digest):
         shutil.rmtree(out, ignore_errors=True)
         target.mkdir(parents=True)

