@@ -9,7 +9,8 @@ a message with its prefetch, a commit with LLM extraction) it counts, from what 
 actually sent: Lambda invocations (and their wall time here), Step Functions executions and the
 states they entered, Bedrock InvokeModel / Converse calls and their tokens (from the usage lines
 the functions wrote), DynamoDB, S3 and CloudWatch calls, the vector store's requests and the
-records they read and wrote, the EMF metric values and log bytes. ``benchmarks/cost_prices.py``
+records they read and wrote (and, apart, the calls that counted uses: the use counts' table), the EMF
+metric values and log bytes. ``benchmarks/cost_prices.py``
 turns the counts into dollars; docs/cost.md is written from this file's output.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 SUITE = "cost"
+USE_TABLE = "cairn-use-counts"  # tests/deployment.py's UseCountsTable
 LIMITS = (5, 20, 100)
 QUERY = "How long until a refund reaches my card?"
 
@@ -51,7 +53,8 @@ class Meter:
 
     def counts(self) -> dict[str, Any]:
         dep = self.dep
-        out: dict[str, Any] = {"lambda": Counter(), "lambda_ms": Counter(), "aws": Counter(), "usage": Counter(),
+        out: dict[str, Any] = {"lambda": Counter(), "lambda_ms": Counter(), "aws": Counter(), "use_counts": Counter(),
+                               "usage": Counter(),
                                "emf_values": 0, "log_bytes": 0, "metrics": set()}
         for inv in dep.invocations[self._invocations:]:
             out["lambda"][_logical(dep, inv.function)] += 1
@@ -61,6 +64,8 @@ class Meter:
             for call in pool.recorded()[self._calls[name]:]:
                 if call["kind"] == "aws":
                     out["aws"][f"{call['service']}:{call['operation']}"] += 1
+                    if (call.get("params") or {}).get("TableName") == USE_TABLE:  # use counting (hotness), apart
+                        out["use_counts"][call["operation"]] += 1
         for logical in dep.stack.functions:
             lines = dep.logs(logical)[self._logs[logical]:]
             out["log_bytes"] += _size(dep.tmp / f"{logical}.log") - self._log_bytes[logical]

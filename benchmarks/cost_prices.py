@@ -93,6 +93,35 @@ def priced(result: dict[str, Any]) -> dict[str, Any]:
             items = price_op(backend, op, counts, run["memory_mb"])
             rows[op] = {**items, "total": round(sum(items.values()), 2)}
         out[backend] = rows
+    out["find_against_reads"] = find_against_reads(result)
+    return out
+
+
+FIND_READ_FACTOR = 2.0  # a find may cost at most this many times its reading (issue 42)
+
+
+def find_against_reads(result: dict[str, Any]) -> dict[str, Any]:
+    """Per Pinecone find: its dollars per 1M against what it costs to read (the same find without
+    its bookkeeping: the vector-store writes and the use counts' table calls). Counting what a
+    find returned must not be what a find costs: the total stays within ``FIND_READ_FACTOR`` x."""
+    run = result["backends"].get("pinecone")
+    if run is None:
+        return {}
+    p = {k: v for k, (v, _) in PRICES.items()}
+    out = {}
+    for op, counts in run["operations"].items():
+        if not op.startswith("find_"):
+            continue
+        _, wu = _pinecone_units(counts["store"])
+        uses = counts.get("use_counts", {})
+        use_ddb = (sum(n * DDB_WRITES.get(k, 0) for k, n in uses.items())
+                   + sum(n * DDB_READS.get(k, 0) for k, n in uses.items()) * p["ddb_rru"] / p["ddb_wru"])
+        bookkeeping = (wu * p["pinecone_wu"] + use_ddb * p["ddb_wru"]) * 1e6
+        total = sum(price_op("pinecone", op, counts, run["memory_mb"]).values())
+        reading = total - bookkeeping
+        out[op] = {"total": round(total, 2), "reading": round(reading, 2), "bookkeeping": round(bookkeeping, 2),
+                   "vector_store_write_units": wu, "use_count_calls": sum(uses.values()),
+                   "within": total <= FIND_READ_FACTOR * reading}
     return out
 
 
@@ -135,6 +164,15 @@ def markdown(result: dict[str, Any]) -> str:
             cells = [f"{priced_rows[op][item]:,.2f}" for op in ops]
             name = f"**{item}**" if item == "total" else item
             lines.append(f"| {name} | " + " | ".join(f"**{c}**" if item == "total" else c for c in cells) + " |")
+        lines.append("")
+    checked = result["priced"].get("find_against_reads") or {}
+    if checked:
+        lines += [f"### pinecone: a find against its reading (at most {FIND_READ_FACTOR:g}x)", "",
+                  "| operation | total per 1M | reading per 1M | bookkeeping per 1M | vector-store write units "
+                  "| use-count calls | within |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {op} | {c['total']:,.2f} | {c['reading']:,.2f} | {c['bookkeeping']:,.2f} | "
+                  f"{c['vector_store_write_units']:g} | {c['use_count_calls']} | {'yes' if c['within'] else 'NO'} |"
+                  for op, c in checked.items()]
         lines.append("")
     return "\n".join(lines)
 

@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 ASL = REPO / "infra" / "statemachine" / "retrieval.asl.json"
 TABLE = "cairn-sessions"
 RATE_TABLE = "cairn-ratelimits"
+USE_TABLE = "cairn-use-counts"
 BUCKET = "cairn-content"
 SECRET = "cairn-keys"
 PINECONE_KEY = "pc-test-key"
@@ -184,11 +185,15 @@ class Deployment:
         from cairn.ports.ratelimit import create_table as create_rate_table
 
         create_rate_table(clients["dynamodb"], RATE_TABLE)
+        from cairn.ports.usecounts import create_table as create_use_table
+
+        create_use_table(clients["dynamodb"], USE_TABLE)  # kept whatever RecordUse says: the parameter decides its use
         clients["s3"].create_bucket(Bucket=BUCKET)
         clients["secretsmanager"].create_secret(Name=SECRET, SecretString=json.dumps({"pinecone_api_key": PINECONE_KEY}))
         role = clients["iam"].create_role(RoleName="cairn-fn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
 
-        draft = Stack.load(params, physical={"SessionsTable": TABLE, "RateLimitTable": RATE_TABLE, "ContentBucket": BUCKET}, text=template)
+        tables = {"SessionsTable": TABLE, "RateLimitTable": RATE_TABLE, "UseCountsTable": USE_TABLE}
+        draft = Stack.load(params, physical={**tables, "ContentBucket": BUCKET}, text=template)
         for fn in draft.functions.values():
             clients["lambda"].create_function(FunctionName=fn.name, Runtime="python3.12", Role=role, Handler="app.handler",
                                               Code={"ZipFile": _placeholder_zip()}, Architectures=["arm64"],
@@ -205,7 +210,7 @@ class Deployment:
         definition = _stretched(definition)
         sm_arn = clients["stepfunctions"].create_state_machine(name="cairn-retrieval", definition=definition, roleArn=role,
                                                                type=machine.get("StateMachineType", "EXPRESS"))["stateMachineArn"]
-        stack = Stack.load(params, physical={"SessionsTable": TABLE, "RateLimitTable": RATE_TABLE, "ContentBucket": BUCKET,
+        stack = Stack.load(params, physical={**tables, "ContentBucket": BUCKET,
                                            "RetrievalStateMachine": sm_arn},
                            text=template)
 

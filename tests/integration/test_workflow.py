@@ -47,6 +47,8 @@ ASL = REPO / "infra" / "statemachine" / "retrieval.asl.json"
 REGION = "us-east-1"
 TABLE = "cairn-sessions"
 FUNCTIONS = ("plan", "retrieve", "rerank")
+ALIAS = "live"  # template.yaml's AutoPublishAlias: the state machine invokes each function's alias
+DEPLOYED: dict[str, str] = {}  # function -> the version this deploy published (what its alias must point at)
 REFUNDS = "cairn://resources/handbook/billing/refunds.md"
 DOCS = [
     Document(("billing", "refunds.md"), "Customers can request a refund within 30 days of purchase. "
@@ -124,6 +126,8 @@ def handlers_in_process(moto_server, handlers):
         event = json.loads(body) if body else {}
         calls.append((name, event))
         try:
+            if str(self.version) != DEPLOYED.get(name):  # $LATEST or an older version: not this deploy's code
+                raise RuntimeError(f"cairn-{name} version {self.version} invoked; this deploy published {DEPLOYED.get(name)}")
             result = handlers["modules"][name].handler(event, None)
         except Exception as exc:  # the runtime's error payload: the exception's class name is errorType
             response_headers["x-amz-function-error"] = "Unhandled"
@@ -137,10 +141,10 @@ def handlers_in_process(moto_server, handlers):
     mp.undo()
 
 
-def _zip() -> bytes:
+def _zip(deploy: str = "an earlier deploy") -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("app.py", "def handler(event, context):\n    raise RuntimeError('replaced in tests')\n")
+        z.writestr("app.py", f"# {deploy}\ndef handler(event, context):\n    raise RuntimeError('replaced in tests')\n")
     return buf.getvalue()
 
 
@@ -153,11 +157,7 @@ def state_machine(moto_server, handlers_in_process):
         "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
                                                 "Action": "sts:AssumeRole"}]}))["Role"]["Arn"]
     lam = boto3.client("lambda", region_name=REGION, endpoint_url=moto_server)
-    arns = {}
-    for name in FUNCTIONS:
-        fn = lam.create_function(FunctionName=f"cairn-{name}", Runtime="python3.12", Role=role, Handler="app.handler",
-                                 Code={"ZipFile": _zip()}, Architectures=["arm64"])
-        arns[f"{name.capitalize()}FunctionArn"] = fn["FunctionArn"]
+    arns = _deployed_aliases(lam, role)
     definition = ASL.read_text()
     for key, arn in arns.items():  # what SAM's DefinitionSubstitutions do at deploy time
         definition = definition.replace("${" + key + "}", arn)
@@ -167,6 +167,24 @@ def state_machine(moto_server, handlers_in_process):
     arn = sfn.create_state_machine(name="cairn-retrieval", definition=definition, roleArn=role,
                                    type="STANDARD")["stateMachineArn"]
     return sfn, arn
+
+
+def _deployed_aliases(lam: Any, role: str) -> dict[str, str]:
+    """Each function as two deploys leave it (AutoPublishAlias): version 1 of an earlier deploy,
+    version 2 of this one, and the alias ``live`` on version 2. The definition gets the alias's
+    qualified ARN, as template.yaml substitutes ``!Ref <Function>.Alias``; only version 2 runs the
+    handler (``handlers_in_process``), so an alias on the wrong version fails the workflow."""
+    arns = {}
+    for name in FUNCTIONS:
+        lam.create_function(FunctionName=f"cairn-{name}", Runtime="python3.12", Role=role, Handler="app.handler",
+                            Code={"ZipFile": _zip()}, Architectures=["arm64"])
+        lam.publish_version(FunctionName=f"cairn-{name}", Description="an earlier deploy")
+        lam.update_function_code(FunctionName=f"cairn-{name}", ZipFile=_zip("this deploy"))
+        DEPLOYED[name] = lam.publish_version(FunctionName=f"cairn-{name}", Description="this deploy")["Version"]
+        alias = lam.create_alias(FunctionName=f"cairn-{name}", Name=ALIAS, FunctionVersion=DEPLOYED[name])
+        assert alias["AliasArn"].endswith(f":cairn-{name}:{ALIAS}")
+        arns[f"{name.capitalize()}FunctionArn"] = alias["AliasArn"]
+    return arns
 
 
 def run(sfn: Any, arn: str, start: WorkflowInput, timeout_s: float = 30) -> dict[str, Any]:
@@ -194,6 +212,26 @@ def test_the_workflow_runs_end_to_end(state_machine, handlers_in_process):
     assert result.resources[0].uri == REFUNDS
     assert result.query_plan is not None and result.query_plan.queries
     assert [name for name, _ in handlers_in_process] == ["plan", "retrieve", "rerank"]
+
+
+def test_the_workflow_invokes_each_alias_and_fails_when_it_points_at_another_version(moto_server, state_machine):
+    """The definition holds qualified alias ARNs, as the template substitutes them; an alias left
+    on the earlier deploy's version runs that version's code, and the workflow says so."""
+    import boto3
+
+    sfn, arn = state_machine
+    definition = json.loads(sfn.describe_state_machine(stateMachineArn=arn)["definition"])
+    plan_arn = definition["States"]["Plan"]["Resource"]
+    assert plan_arn.endswith(f":function:cairn-plan:{ALIAS}"), plan_arn
+    lam = boto3.client("lambda", region_name=REGION, endpoint_url=moto_server)
+    lam.update_alias(FunctionName="cairn-plan", Name=ALIAS, FunctionVersion="1")
+    try:
+        desc = run(sfn, arn, WorkflowInput(tenant="acme", request=FindRequest(query="refunds", limit=3)))
+    finally:
+        lam.update_alias(FunctionName="cairn-plan", Name=ALIAS, FunctionVersion=DEPLOYED["plan"])
+    assert desc["status"] == "FAILED", desc
+    assert "cairn-plan version 1 invoked" in json.dumps(desc, default=str) + json.dumps(
+        sfn.get_execution_history(executionArn=desc["executionArn"])["events"], default=str)
 
 
 def test_a_zero_query_plan_succeeds_with_an_empty_result(state_machine, handlers, handlers_in_process):

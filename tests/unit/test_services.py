@@ -93,6 +93,7 @@ def _probes(tmp: Path) -> dict[str, Any]:
         "rate_limits": ("5/second", lambda s: s.limiter.policy.for_tenant("acme") == (Limit(5, "second"),)),
         "tenant_rate_limits": ({"acme": "2/day"}, lambda s: s.limiter.policy.for_tenant("acme") == (Limit(2, "day"),)),
         "rate_limit_table": ("cairn-limits", lambda s: getattr(s.limiter.counter, "table", None) == "cairn-limits"),
+        "use_counts_table": ("cairn-uses", lambda s: getattr(s.recorder.counts, "table", None) == "cairn-uses"),
     }
 
 

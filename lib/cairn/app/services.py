@@ -23,8 +23,8 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from cairn.core.config import Settings, load_settings
-from cairn.core.errors import ConfigError, require
+from cairn.core.config import EmbedderSettings, Settings, load_settings
+from cairn.core.errors import ConfigError, EmbedderMismatch, require
 from cairn.core.text.languages import LanguagePolicy
 
 if TYPE_CHECKING:
@@ -42,10 +42,13 @@ if TYPE_CHECKING:
     from cairn.ports.ratelimit import RateLimiter
     from cairn.ports.rerank.base import Reranker
     from cairn.ports.sessions.base import SessionStore
+    from cairn.ports.usecounts import UseCounts
     from cairn.ports.vectorstores import VectorStore
 
 _UNSET = object()  # no planner given: each tenant's is built from the settings
-_SERVICES = ("store", "embedder", "llm", "reranker", "sessions", "content", "sfn", "s3", "recorder", "limiter")
+_UNCHECKED = object()  # a tenant whose index this process has not checked yet
+_SERVICES = ("store", "embedder", "llm", "reranker", "sessions", "content", "sfn", "s3", "recorder", "limiter",
+             "use_counts")
 
 
 class Services:
@@ -63,7 +66,8 @@ class Services:
         self._lock = threading.Lock()
         self._planners: dict[str, Planner | None] = {}
         self._stats: dict[str, RetrievalStats] = {}
-        self._identity_checked: set[str] = set()
+        self._identity_checked: dict[str, object] = {}  # tenant -> its index's generation when last checked
+        self._followed: dict[str, Embedder] = {}  # tenant -> the embedder of a reindex that switched it under us
 
     @cached_property
     def settings(self) -> Settings:
@@ -80,12 +84,18 @@ class Services:
 
     @cached_property
     def embedder(self) -> Embedder:
+        """The configured embedder (:meth:`embedder_for` says which one embeds a tenant's queries)."""
         from cairn.ports.observability.usage import watch
 
         return watch(self._build_embedder())
 
-    def _build_embedder(self) -> Embedder:
-        cfg = self.settings.embedder
+    def embedder_for(self, tenant: str) -> Embedder:
+        """The embedder of ``tenant``'s index: the configured one, or the one a reindex switched the
+        index to while this process ran (:meth:`check_index`)."""
+        return self._followed.get(tenant) or self.embedder
+
+    def _build_embedder(self, cfg: EmbedderSettings | None = None) -> Embedder:
+        cfg = cfg or self.settings.embedder
         if cfg.provider == "local" and cfg.model == "multilingual-e5-small":
             from cairn.ports.embeddings.local_e5 import LocalE5Embedder
 
@@ -291,20 +301,37 @@ class Services:
         use_llm = cfg.memory_extraction == "llm" or (cfg.memory_extraction == "auto" and cfg.llm is not None)
         if cfg.memory_extraction == "llm" and cfg.llm is None:
             raise ConfigError("memory_extraction 'llm' needs an LLM: set CAIRN_LLM_PROVIDER and CAIRN_LLM_MODEL")
-        return MemoryService(self.checked_store(tenant), self.embedder, tenant, sessions=self.sessions, content=self.content,
+        return MemoryService(self.checked_store(tenant), self.embedder_for(tenant), tenant, sessions=self.sessions, content=self.content,
                              llm=self.llm if use_llm else None, window=cfg.memory_window)
 
     @cached_property
+    def use_counts(self) -> UseCounts | None:
+        """Where use counts (hotness) are kept, beside the vectors (:mod:`cairn.ports.usecounts`):
+        the DynamoDB table ``use_counts_table``, else the embedded store's side table, else
+        ``<home>/uses.sqlite``; None when ``record_use`` is off."""
+        cfg = self.settings
+        if not cfg.record_use:
+            return None
+        from cairn.ports import usecounts
+
+        if cfg.use_counts_table:
+            return usecounts.DynamoDBUseCounts(cfg.use_counts_table)
+        if cfg.store.backend == "local":
+            return usecounts.StoreSideCounts(self.store)
+        return usecounts.SQLiteUseCounts(cfg.home / "uses.sqlite")
+
+    @cached_property
     def recorder(self) -> UseRecorder | None:
-        """Counts what is returned and read (hotness), flushed to the store by a background thread;
-        None when ``record_use`` is off."""
-        if not self.settings.record_use:
+        """Counts what is returned and read (hotness), flushed to :attr:`use_counts` by a
+        background thread; None when ``record_use`` is off."""
+        counts = self.use_counts
+        if counts is None:
             return None
         import atexit
 
         from cairn.engine.memory import UseRecorder
 
-        recorder = UseRecorder(self.store)
+        recorder = UseRecorder(counts)
         atexit.register(recorder.close)  # what is still buffered is written when the process ends
         return recorder
 
@@ -356,24 +383,49 @@ class Services:
         return sum(s.emit_emf() for s in stats) + self.operations.emit_emf()
 
     def checked_store(self, tenant: str) -> VectorStore:
-        """The store, once ``tenant``'s index is known to hold the configured embedder's vectors
-        (:meth:`check_index`; a function that never reads the store never checks it)."""
-        if tenant not in self._identity_checked:
-            self.check_index(tenant)
+        """The store, once ``tenant``'s index is known to hold the vectors of the embedder that
+        :meth:`embedder_for` gives (:meth:`check_index`; a function that never reads the store
+        never checks it). Checked on first use, and again whenever the index's generation marker
+        (``VectorStore.index_generation``: a stat, or a cached alias lookup) says a reindex
+        replaced it."""
+        generation = self.store.index_generation(tenant)
+        if self._identity_checked.get(tenant, _UNCHECKED) != generation:
+            self.check_index(tenant, generation)
         return self.store
 
-    def check_index(self, tenant: str) -> str:
-        """Check, once per tenant and process, that ``tenant``'s index was filled by the configured
-        embedder (:func:`cairn.ports.embeddings.identity.check_identity`); raises
-        :class:`~cairn.core.errors.EmbedderMismatch` when it was not."""
-        if tenant in self._identity_checked:
-            return "matched"
+    def check_index(self, tenant: str, generation: object = _UNSET) -> str:
+        """Check that ``tenant``'s index was filled by the configured embedder
+        (:func:`cairn.ports.embeddings.identity.check_identity`), once per generation of the index.
+
+        On first use another embedder's index raises :class:`~cairn.core.errors.EmbedderMismatch`
+        (a configuration that disagrees with the index). An index that a reindex replaced while
+        this process ran (its generation changed after a check) is followed instead: this tenant's
+        queries are embedded with the index's new embedder (``"followed"``), when it is one this
+        process can build (the same provider and dimension); otherwise the mismatch is raised."""
         from cairn.ports.embeddings.identity import check_identity
 
-        outcome = check_identity(self.embedder, self.store, tenant)
+        if generation is _UNSET:
+            generation = self.store.index_generation(tenant)
+        previous = self._identity_checked.get(tenant, _UNCHECKED)
+        if previous == generation:
+            return "matched"
+        try:
+            outcome = check_identity(self.embedder, self.store, tenant)
+            self._followed.pop(tenant, None)
+        except EmbedderMismatch as exc:
+            if previous is _UNCHECKED:
+                raise
+            self._followed[tenant] = self._follow(tenant, exc)  # or raises exc: cannot be followed here
+            outcome = "followed"
         with self._lock:
-            self._identity_checked.add(tenant)
+            self._identity_checked[tenant] = generation
         return outcome
+
+    def _follow(self, tenant: str, mismatch: EmbedderMismatch) -> Embedder:
+        from cairn.app.following import follow_reindex
+        from cairn.ports.observability.usage import watch
+
+        return watch(follow_reindex(tenant, mismatch, self.settings.embedder, self.embedder, self._build_embedder))
 
     def tenant_stats(self, tenant: str) -> RetrievalStats:
         """One tenant's retrieval statistics in this process (what ``GET /v1/stats`` shows)."""

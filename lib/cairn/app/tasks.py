@@ -96,6 +96,7 @@ def rerank(services: AppParts, event: dict[str, Any]) -> dict[str, Any]:
             inp.plan,
             reranker=reranker,
             hotness_weight=engine.hotness_weight,
+            counts=services.use_counts if engine.hotness_weight > 0 else None,  # read back only to blend them
             threshold=engine.thinking.threshold,
             language=services.languages.for_tenant(inp.tenant),
         )

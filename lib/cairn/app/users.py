@@ -67,11 +67,14 @@ def export(pipeline: Pipeline, user: str) -> UserExport:
 
 
 def erase(pipeline: Pipeline, user: str) -> UserErased:
-    """Delete the user's records (index and content store; the store drops their use counts with
-    them) and sessions; counts of what went."""
+    """Delete the user's records (index and content store), their use counts (the embedded store
+    drops them with the records; a counts table is told) and sessions; counts of what went."""
     root = user_root(user)
     store, tenant = pipeline.store, pipeline.tenant
     records = int(store.delete_by_filter(tenant, {"$or": [{"ancestors": root}, {"uri": root}]}))
+    counts = pipeline.services.use_counts
+    if counts is not None:
+        counts.forget_under(tenant, root)
     if pipeline.content is not None:
         pipeline.content.delete_tree(tenant, root)
     sessions_removed = messages_removed = 0

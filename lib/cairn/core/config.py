@@ -10,7 +10,7 @@ Environment variables (all optional; the embedded default needs none)::
     CAIRN_HOME, CAIRN_TENANT, CAIRN_SCORE_THRESHOLD, CAIRN_DEFAULT_LIMIT, CAIRN_PLANNER,
     CAIRN_ALPHA, CAIRN_HOTNESS_WEIGHT, CAIRN_STATE_MACHINE_ARN, CAIRN_FIND_HYBRID, CAIRN_SEARCH_HYBRID,
     CAIRN_PLANNER_MIN_CONFIDENCE, CAIRN_PLANNER_STOP_WORDS (comma-separated), CAIRN_MEMORY_EXTRACTION,
-    CAIRN_MEMORY_WINDOW, CAIRN_MEMORY_HYBRID, CAIRN_RECORD_USE,
+    CAIRN_MEMORY_WINDOW, CAIRN_MEMORY_HYBRID, CAIRN_RECORD_USE, CAIRN_USE_COUNTS_TABLE,
     CAIRN_LANGUAGE (auto|en|zh|ja|de|...), CAIRN_TENANT_LANGUAGES (acme=zh,globex=de)
     CAIRN_RATE_LIMITS ("20/second, 100000/day"), CAIRN_TENANT_RATE_LIMITS (JSON), CAIRN_RATE_LIMIT_TABLE
     CAIRN_STORE=local|pinecone|opensearch     + CAIRN_STORE_PATH, CAIRN_PINECONE_*, CAIRN_OPENSEARCH_*
@@ -259,6 +259,9 @@ class Settings(_Settings):
     memory_window: int = Field(default=1, ge=1, le=20)  # turns per archived episode (1 measured best on the conversation benchmark)
     memory_hybrid: bool = True  # memory searches fuse dense and keyword scores (measured: benchmarks/README.md)
     record_use: bool = True  # count what is returned and read (hotness), written off the request path
+    use_counts_table: str | None = Field(default=None, description=(
+        "the DynamoDB table (partition key `pk`, sort key `sk`, TTL `expires_at`) that keeps the use counts beside "
+        "the vectors; unset: the embedded store's side table, or `<home>/uses.sqlite` beside a cloud store"))
     state_machine_arn: str | None = None  # run search() through the Express workflow (Lambda)
     fetch_allow_hosts: tuple[str, ...] = ()  # hosts (or host:port) URL ingestion may fetch although private/loopback
     # URL ingestion's budget per ingest: HTTP requests (pages, redirects, robots.txt, sitemaps) and bytes read
@@ -377,7 +380,7 @@ def _for_chosen(fields: dict[str, Any], family: tuple[type[BaseModel], ...], tag
 _SCALARS = ("tenant", "score_threshold", "default_limit", "planner", "alpha", "hotness_weight", "state_machine_arn",
             "find_hybrid", "search_hybrid", "planner_min_confidence", "memory_extraction", "memory_window",
             "memory_hybrid", "record_use", "fetch_max_requests", "fetch_max_bytes", "context_budget_tokens", "language",
-            "workflow_timeout_s", "rate_limits", "rate_limit_table")
+            "workflow_timeout_s", "rate_limits", "rate_limit_table", "use_counts_table")
 
 
 def load_settings(env: dict[str, str] | None = None, **overrides: Any) -> Settings:

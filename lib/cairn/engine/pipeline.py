@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from cairn.ports.observability.stats import RetrievalStats
     from cairn.ports.rerank.base import Reranker
     from cairn.ports.sessions.base import SessionStore, SessionView
+    from cairn.ports.usecounts import UseCounts
     from cairn.ports.vectorstores import VectorStore
 
 
@@ -55,9 +56,12 @@ class Parts(Protocol):
     @property
     def recorder(self) -> UseRecorder | None: ...
     @property
+    def use_counts(self) -> UseCounts | None: ...
+    @property
     def languages(self) -> LanguagePolicy: ...
 
     def checked_store(self, tenant: str) -> VectorStore: ...
+    def embedder_for(self, tenant: str) -> Embedder: ...
     def planner(self, tenant: str) -> Planner | None: ...
     def set_planner(self, tenant: str, planner: Planner | None) -> None: ...
     def set_reranker(self, reranker: Reranker | None) -> None: ...
@@ -79,14 +83,16 @@ class Pipeline:
         self.stats = stats or services.tenant_stats(self.tenant)
 
     # the services, read through the composition root (built on first use)
-    # the tenant's index, checked once per process to have been filled by the configured embedder
+    # the tenant's index, checked on first use (and after a reindex replaced it) to hold the embedder's vectors
     @property
     def store(self) -> VectorStore:
         return self.services.checked_store(self.tenant)
 
     @property
     def embedder(self) -> Embedder:
-        return self.services.embedder
+        """The embedder of this tenant's index (a reindex that switched it while this process ran
+        is followed: :meth:`cairn.app.services.Services.check_index`)."""
+        return self.services.embedder_for(self.tenant)
 
     @property
     def sessions(self) -> SessionStore | None:
@@ -200,7 +206,7 @@ class Pipeline:
         ]
         result = stages.rerank(
             outputs, request, reranker=reranker, hotness_weight=self.hotness_weight, threshold=thinking.threshold,
-            language=language,
+            language=language, counts=self.services.use_counts if self.hotness_weight > 0 else None,
         )
         for qr in result.query_results:
             self.stats.record_result(qr)

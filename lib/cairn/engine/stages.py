@@ -56,6 +56,7 @@ from cairn.ports.embeddings import Embedder
 from cairn.ports.embeddings.base import covers
 from cairn.ports.rerank.base import Reranker
 from cairn.ports.sessions.base import SessionView
+from cairn.ports.usecounts import UseCounts, with_uses
 from cairn.ports.vectorstores import VectorStore
 from cairn.ports.vectorstores.fusion import UNCOVERED_DENSE_WEIGHT
 
@@ -285,8 +286,10 @@ def _search(
     return quick_search(store, tenant, vector, roots, hand_on, request.filter, hybrid_text, collapse, dense_weight)
 
 
-def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: float, language: str | None = None) -> list[Candidate]:
-    """One rerank call per typed query (its fallbacks recorded in the trace), then hotness."""
+def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: float, language: str | None = None,
+             counts: UseCounts | None = None) -> list[Candidate]:
+    """One rerank call per typed query (its fallbacks recorded in the trace), then hotness (with
+    the use counts read back from ``counts``, where they are kept beside the vectors)."""
     candidates = out.candidates
     if reranker is not None and candidates:
         outcome = reranker.rerank(out.query.query, candidates, language=language)
@@ -298,7 +301,7 @@ def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: flo
             out.trace.add("fallback", detail=f"rerank kept vector scores: {outcome.fallback}")
     if hotness_weight > 0:
         now = time.time()
-        candidates = [blend_hotness(c, hotness_weight, now) for c in candidates]
+        candidates = [blend_hotness(c, hotness_weight, now) for c in with_uses(candidates, counts)]
     return candidates
 
 
@@ -316,14 +319,14 @@ def per_type(candidates: list[Candidate], limit: int) -> list[Candidate]:
 
 
 def _rescore_all(outputs: list[RetrieveOutput], reranker: Reranker | None, hotness_weight: float,
-                 language: str | None = None) -> list[list[Candidate]]:
+                 language: str | None = None, counts: UseCounts | None = None) -> list[list[Candidate]]:
     """:func:`_rescore` of every typed query; side by side when a reranker waits on a network."""
     if reranker is None or len(outputs) < 2:
-        return [_rescore(out, reranker, hotness_weight, language) for out in outputs]
+        return [_rescore(out, reranker, hotness_weight, language, counts) for out in outputs]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=len(outputs), thread_name_prefix="cairn-rerank") as pool:
-        return list(pool.map(lambda out: _rescore(out, reranker, hotness_weight, language), outputs))
+        return list(pool.map(lambda out: _rescore(out, reranker, hotness_weight, language, counts), outputs))
 
 
 # A carried query whose best page the turn alone rates under ``SHARED_BEST`` of the way from its
@@ -416,6 +419,7 @@ def rerank(
     hotness_weight: float = 0.0,
     threshold: float = DEFAULT_THRESHOLD,
     language: str | None = None,
+    counts: UseCounts | None = None,
 ) -> FindResult:
     """Rerank each typed query's candidates, then threshold (strict ``>``; the request's
     ``score_threshold``, else ``threshold``: the settings'), dedupe by URI, cut to ``limit`` per
@@ -423,13 +427,14 @@ def rerank(
     query's ``weight``), and bucket by context type, ``limit`` per bucket. A weighted typed query
     (the turn with the conversation's words, :mod:`.planning.session_planner`) whose raw best does
     not beat the full-weight query's clearly is left out (:func:`context_left_out`). ``language``: the
-    tenant's fixed one (None: detected), for a reranker that reads the embedder's cosines."""
+    tenant's fixed one (None: detected), for a reranker that reads the embedder's cosines. ``counts``:
+    where the use counts the hotness blend reads are kept, when not in the records."""
     threshold = threshold if request.score_threshold is None else request.score_threshold
     result = FindResult(query_plan=plan_)
     best: dict[str, MatchedContext] = {}  # a URI found by several typed queries is listed once
     listed: list[tuple[RetrieveOutput, list[MatchedContext]]] = []
     memories: dict[str, Candidate] = {}  # the memories matched, by display URI (what they are: fact or episode)
-    for out, rescored in zip(outputs, _rescore_all(outputs, reranker, hotness_weight, language)):
+    for out, rescored in zip(outputs, _rescore_all(outputs, reranker, hotness_weight, language, counts)):
         if (why := context_left_out(out, outputs)) is not None:
             out.trace.add("exclude", detail=f"{why}: the turn has moved on, its own matches answer it")
             rescored = []

@@ -1,20 +1,17 @@
 """Hotness with a real signal: records count as used when they are returned in the top results
-or read at L2, and the counts are written off the request path.
+or read at L2, and the counts are written off the request path, beside the vectors.
 
 :class:`UseRecorder` keeps the uses in memory (``record`` is a dict update under a lock, no I/O)
 and a background thread writes them every ``flush_every_s`` seconds, or sooner when more than
-``max_pending`` distinct records wait: it reads the records back by id (one fetch per tenant and
-batch), adds the uses to ``active_count``, sets ``metadata.last_used_at`` and upserts them.
-``close()`` (or ``flush()``) writes what is left. A flush that fails keeps its uses for the next
-one (logged); uses of records deleted meanwhile are dropped.
+``max_pending`` distinct records wait. ``close()`` (or ``flush()``) writes what is left. A flush
+that fails keeps its uses for the next one (logged).
 
-A store that keeps bookkeeping beside its index (the embedded store's ``record_uses``: a side
-table merged into the records it returns) gets the counts there: no record is rewritten, no
-index changes, and nothing a query needs is invalidated. Elsewhere the write is read-modify-write
-through the ordinary upsert: an update of the same record landing between the flush's fetch and
-its upsert would be overwritten by the flush's copy. The window is a few milliseconds per batch;
-a store that offers partial metadata updates (Pinecone ``update``, OpenSearch ``_update``) can
-close it, see the lead's notes in the memory report.
+Where the counts go is a :class:`~cairn.ports.usecounts.UseCounts`: a DynamoDB table in the
+deployed stack, the embedded store's side table by default, a SQLite file beside a cloud store
+run without a table. No record is rewritten and no index changes: a use costs the size of a
+count (on Pinecone, rewriting each returned record whole cost ~70 % of a find). Where hotness
+is blended in, the counts are read back for the candidates
+(:func:`cairn.ports.usecounts.with_uses`).
 
 :func:`use_hotness` is the score the blend reads: use (saturating in ``active_count``) times
 recency, halving every ``half_life_s`` since the last use (or the last update, when later).
@@ -33,19 +30,34 @@ from cairn.core import uri as uris
 from cairn.core.errors import CairnError
 from cairn.core.models import ContextRecord, Level, record_id
 from cairn.engine.assemble import HOTNESS_HALF_LIFE_S, hotness
+from cairn.ports.usecounts import LAST_USED, StoreSideCounts, UseCounts
 from cairn.ports.vectorstores import VectorStore
 
 log = logging.getLogger("cairn.engine.memory")
-LAST_USED = "last_used_at"
-FETCH_BATCH = 500
+WRITE_BATCH = 500  # ids per write
+
+
+def record_uri_of_match(display_uri: str) -> str:
+    """The record URI behind a match's display URI (``.../.abstract.md`` is the directory's L0)."""
+    for suffix in ("/.abstract.md", "/.overview.md"):
+        if display_uri.endswith(suffix):
+            return display_uri[: -len(suffix)]
+    return display_uri
 
 
 def record_id_of_match(tenant: str, display_uri: str, level: int) -> str:
-    """The record id behind a match's display URI (``.../.abstract.md`` is the directory's L0)."""
-    for suffix in ("/.abstract.md", "/.overview.md"):
-        if display_uri.endswith(suffix):
-            display_uri = display_uri[: -len(suffix)]
-    return record_id(tenant, display_uri, Level(level))
+    """The record id behind a match's display URI."""
+    return record_id(tenant, record_uri_of_match(display_uri), Level(level))
+
+
+def as_counts(where: UseCounts | VectorStore) -> UseCounts:
+    """``where`` if it keeps counts, else the side table of a store that has one."""
+    if callable(getattr(where, "add_uses", None)):
+        return where  # type: ignore[return-value]
+    if callable(getattr(where, "record_uses", None)):
+        return StoreSideCounts(where)
+    raise TypeError(f"{type(where).__name__} keeps no use counts beside its records: give the use recorder a "
+                    "cairn.ports.usecounts.UseCounts (DynamoDBUseCounts, SQLiteUseCounts)")
 
 
 def use_hotness(record: ContextRecord, now: float, half_life_s: float = HOTNESS_HALF_LIFE_S) -> float:
@@ -57,7 +69,7 @@ def use_hotness(record: ContextRecord, now: float, half_life_s: float = HOTNESS_
 class UseRecorder:
     def __init__(
         self,
-        store: VectorStore,
+        counts: UseCounts | VectorStore,
         *,
         flush_every_s: float = 5.0,
         max_pending: int = 5000,
@@ -65,12 +77,13 @@ class UseRecorder:
         clock: Callable[[], float] = time.time,
         background: bool = True,
     ) -> None:
-        self.store = store
+        self.counts = as_counts(counts)
         self.flush_every_s = flush_every_s
         self.max_pending = max_pending
         self.top = top
         self.clock = clock
         self._pending: dict[str, Counter[str]] = defaultdict(Counter)
+        self._uris: dict[str, dict[str, str]] = defaultdict(dict)  # tenant -> id -> URI (erasable by user)
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._wake = threading.Event()
@@ -84,10 +97,12 @@ class UseRecorder:
 
     # ----------------------------------------------------------------- on the request path
 
-    def record(self, tenant: str, ids: Iterable[str]) -> None:
-        """Count one use of each record id (cheap: no I/O)."""
+    def record(self, tenant: str, ids: Iterable[str], uris: dict[str, str] | None = None) -> None:
+        """Count one use of each record id (cheap: no I/O); ``uris``: their URIs, where known."""
         with self._lock:
             self._pending[tenant].update(ids)
+            if uris:
+                self._uris[tenant].update(uris)
             size = sum(len(c) for c in self._pending.values())
         if size >= self.max_pending:
             self._wake.set()
@@ -95,17 +110,19 @@ class UseRecorder:
     def record_result(self, tenant: str, result: Any, top: int | None = None) -> None:
         """Count the first ``top`` matches of each bucket of a ``FindResult`` as used."""
         k = self.top if top is None else top
-        ids = [
-            record_id_of_match(tenant, m.uri, int(m.level))
-            for bucket in (result.memories, result.resources, result.skills)
-            for m in bucket[:k]
-        ]
-        self.record(tenant, ids)
+        uris = {}
+        for bucket in (result.memories, result.resources, result.skills):
+            for m in bucket[:k]:
+                uri = record_uri_of_match(m.uri)
+                uris[record_id(tenant, uri, Level(int(m.level)))] = uri
+        self.record(tenant, list(uris), uris)
 
     def record_read(self, tenant: str, uri: str, level: int) -> None:
         """Count a read (the agent opened it); call for L2 reads."""
         if int(level) == int(Level.DETAIL):
-            self.record(tenant, [record_id(tenant, uris.validate(uri), Level.DETAIL)])
+            uri = uris.validate(uri)
+            rid = record_id(tenant, uri, Level.DETAIL)
+            self.record(tenant, [rid], {rid: uri})
 
     # ----------------------------------------------------------------- off the request path
 
@@ -118,33 +135,23 @@ class UseRecorder:
         with self._flush_lock:
             with self._lock:
                 batch, self._pending = self._pending, defaultdict(Counter)
+                known, self._uris = self._uris, defaultdict(dict)
             written = 0
             for tenant, uses in batch.items():
                 ids = list(uses)
-                for start in range(0, len(ids), FETCH_BATCH):
-                    part = ids[start : start + FETCH_BATCH]
+                for start in range(0, len(ids), WRITE_BATCH):
+                    part = ids[start : start + WRITE_BATCH]
+                    where = {i: known[tenant][i] for i in part if i in known[tenant]}
                     try:
-                        written += self._write(tenant, {i: uses[i] for i in part})
+                        written += self.counts.add_uses(tenant, {i: uses[i] for i in part}, self.clock(), where)
                     except CairnError as exc:
                         self.failures += 1
                         log.warning("use counts kept for the next flush", extra={"error": exc.message, "records": len(part)})
                         with self._lock:
                             self._pending[tenant].update({i: uses[i] for i in part})
+                            self._uris[tenant].update(where)
             self.flushed += written
             return written
-
-    def _write(self, tenant: str, uses: dict[str, int]) -> int:
-        now = self.clock()
-        side = getattr(self.store, "record_uses", None)
-        if callable(side):
-            return int(side(tenant, uses, now))
-        updated = []
-        for rec in self.store.fetch(tenant, list(uses)):
-            if rec.vector is None:
-                continue
-            meta = {**rec.metadata, LAST_USED: now}
-            updated.append(rec.model_copy(update={"active_count": rec.active_count + uses[rec.id], "metadata": meta}))
-        return self.store.upsert(updated) if updated else 0
 
     def _loop(self) -> None:
         while not self._stop.is_set():

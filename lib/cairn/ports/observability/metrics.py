@@ -1,8 +1,22 @@
 """Every metric cairn emits, by name, in one place.
 
-Names are CloudWatch metric names (the ``cairn`` namespace; retrieval metrics have the dimensions
-``service`` and ``context_type``, operation metrics ``service`` and ``operation``). Dashboards, alarms and tests refer to these constants, never to string
-literals, so a rename happens here once.
+Names are CloudWatch metric names (the ``cairn`` namespace). Dashboards, alarms and tests refer to
+these constants, never to string literals, so a rename happens here once.
+
+**Dimensions are designed to keep the metrics few.** CloudWatch bills every distinct metric name
+x dimension values a month ($0.30), whatever the traffic; one dimension value per API operation
+and context type made about 150 metrics. So:
+
+* by ``service`` and ``context_type`` (memory, resource, skill, all): only :data:`BY_CONTEXT_TYPE`
+  (queries, zero-result queries, latency: what the alarms and the dashboard split by type);
+* by ``service`` alone: the other retrieval metrics, summed over the types, and ``RateLimited``;
+* by ``service`` and ``operation``: requests, 4xx, 5xx and latency, with ``operation`` one of
+  :data:`NAMED_OPERATIONS` (the retrieval operations the latency alarm watches) or
+  :data:`OTHER_OPERATIONS` for every other route. Which operations a document counted is in its
+  ``operations`` field (not a dimension: free, and searchable with Logs Insights).
+
+At most 3 x 4 + 8 + 1 + 4 x 4 = 37 metrics, however many routes and types there are (a test
+counts them over every operation and context type).
 """
 
 from __future__ import annotations
@@ -15,7 +29,9 @@ DEFAULT_SERVICE: Final = "cairn"
 # Dimensions
 DIM_CONTEXT_TYPE: Final = "context_type"
 DIM_SERVICE: Final = "service"  # added by Powertools from its ``service`` setting
-DIM_OPERATION: Final = "operation"  # the API operation (its OpenAPI operationId: find, search, ...)
+DIM_OPERATION: Final = "operation"  # find, search, context, or "other" (the OpenAPI operationIds)
+NAMED_OPERATIONS: Final = ("find", "search", "context")  # operations with their own dimension value
+OTHER_OPERATIONS: Final = "other"  # every other operation's dimension value
 
 # Retrieval, one data point per flush unless noted
 QUERIES: Final = "Queries"  # typed queries retrieved
@@ -59,3 +75,10 @@ UNITS: Final[dict[str, str]] = {
 }
 
 ALL_METRICS: Final = tuple(UNITS)
+BY_CONTEXT_TYPE: Final = (QUERIES, ZERO_RESULT_QUERIES, LATENCY)  # the retrieval metrics split by context_type
+BY_OPERATION: Final = (REQUESTS, CLIENT_ERRORS, SERVER_ERRORS, REQUEST_LATENCY)  # the operation metrics split by operation
+
+
+def operation_dimension(operation: str) -> str:
+    """The ``operation`` dimension's value for an API operation."""
+    return operation if operation in NAMED_OPERATIONS else OTHER_OPERATIONS

@@ -2,9 +2,10 @@
 (4xx, 5xx, refused by a rate limit) and how long each took.
 
 The route table records every request it answers (:meth:`OperationStats.record`); the api
-function writes what was recorded as CloudWatch EMF before it returns (:meth:`emit_emf`), one
-document per operation with the dimensions ``service`` and ``operation`` (the OpenAPI
-operationId: ``find``, ``search``, ``append_message``, ...). The alarms and the dashboard of
+function writes what was recorded as CloudWatch EMF before it returns (:meth:`emit_emf`): one
+document per ``operation`` dimension value (``find``, ``search``, ``context``, or ``other`` for
+every other route, see :mod:`.metrics`) with the operations it counted in its ``operations``
+field, and one with ``RateLimited`` by ``service`` alone. The alarms and the dashboard of
 template.yaml read these names (a test checks them against what this module prints).
 """
 
@@ -49,7 +50,8 @@ class OperationStats:
                 p.latencies.append(round(latency_ms, 3))
 
     def emit_emf(self, metrics: Any | None = None, *, namespace: str = m.NAMESPACE, service: str | None = None) -> int:
-        """Print what was recorded since the last emit as EMF (one document per operation); the count."""
+        """Print what was recorded since the last emit as EMF (one document per ``operation``
+        dimension value, one for ``RateLimited``); the operations counted."""
         with self._lock:
             pending, self._pending = self._pending, {}
         if not pending:
@@ -59,14 +61,21 @@ class OperationStats:
 
             metrics = EphemeralMetrics(namespace=namespace,
                                        service=service or os.environ.get("POWERTOOLS_SERVICE_NAME") or m.DEFAULT_SERVICE)
+        grouped: dict[str, list[tuple[str, _Pending]]] = {}
         for operation, p in sorted(pending.items()):
-            metrics.add_dimension(name=m.DIM_OPERATION, value=operation)
-            for name, value in ((m.REQUESTS, p.requests), (m.CLIENT_ERRORS, p.client_errors),
-                                (m.SERVER_ERRORS, p.server_errors), (m.RATE_LIMITED, p.rate_limited)):
-                metrics.add_metric(name=name, unit=m.UNITS[name], value=value)
-            for latency in p.latencies:
+            grouped.setdefault(m.operation_dimension(operation), []).append((operation, p))
+        for value, members in sorted(grouped.items()):
+            metrics.add_dimension(name=m.DIM_OPERATION, value=value)
+            for name, count in ((m.REQUESTS, sum(p.requests for _, p in members)),
+                                (m.CLIENT_ERRORS, sum(p.client_errors for _, p in members)),
+                                (m.SERVER_ERRORS, sum(p.server_errors for _, p in members))):
+                metrics.add_metric(name=name, unit=m.UNITS[name], value=count)
+            for latency in [x for _, p in members for x in p.latencies][:MAX_PENDING_LATENCIES]:
                 metrics.add_metric(name=m.REQUEST_LATENCY, unit=m.UNITS[m.REQUEST_LATENCY], value=latency)
-            if correlation_id() is not None and p.requests == 1:  # one request's metrics: which request
+            metrics.add_metadata(key="operations", value={op: p.requests for op, p in members})
+            if correlation_id() is not None and sum(p.requests for _, p in members) == 1:  # one request's metrics
                 metrics.add_metadata(key="correlation_id", value=correlation_id())
             metrics.flush_metrics()
+        metrics.add_metric(name=m.RATE_LIMITED, unit=m.UNITS[m.RATE_LIMITED], value=sum(p.rate_limited for p in pending.values()))
+        metrics.flush_metrics()  # by service alone
         return len(pending)

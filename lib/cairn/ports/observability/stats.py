@@ -164,6 +164,7 @@ class RetrievalStats:
         self._by_type: dict[str, _Totals] = {}
         self._total = _Totals(self._latency_window)
         self._pending: dict[str, _Totals] = {}
+        self._pending_total = _Totals(0)  # what the next emit writes by service alone (no latencies kept)
 
     def reset(self) -> None:
         """Forget everything recorded, including what was not yet emitted."""
@@ -199,6 +200,7 @@ class RetrievalStats:
             if key not in self._pending:
                 self._pending[key] = _Totals(MAX_PENDING_LATENCIES)
             self._pending[key].add(*args)
+            self._pending_total.add(*args)
 
     def record_result(self, result: QueryResult) -> None:
         """Record one typed query's :class:`~cairn.core.models.QueryResult` from its matches and trace."""
@@ -229,15 +231,18 @@ class RetrievalStats:
     def emit_emf(self, metrics: Any | None = None, *, namespace: str = m.NAMESPACE, service: str | None = None) -> int:
         """Write what was recorded since the last emit as CloudWatch EMF; return the blobs written.
 
-        One flush per context type, each with dimensions ``service`` and ``context_type``,
+        One flush per context type with dimensions ``service`` and ``context_type`` (queries,
+        zero-result queries, latency), then one with ``service`` alone (results, scores, vector
+        calls, rounds, rerank use and fallbacks, summed over the types: :mod:`.metrics` says why),
         printed to stdout by Powertools (Lambda ships stdout to CloudWatch Logs, which turns
         EMF lines into metrics). By default a Powertools ``EphemeralMetrics`` is used, so
         nothing leaks into (or is flushed out of) a handler's own ``Metrics`` instance; pass
         ``metrics`` to use another provider with the same ``add_dimension``/``add_metric``/
-        ``add_metadata``/``flush_metrics`` methods.
+        ``add_metadata``/``flush_metrics`` methods. Returns the context types written.
         """
         with self._lock:
             pending, self._pending = self._pending, {}
+            total, self._pending_total = self._pending_total, _Totals(0)
         if not pending:
             return 0
         if metrics is None:
@@ -250,17 +255,26 @@ class RetrievalStats:
         for key, totals in sorted(pending.items()):
             _add_type_metrics(metrics, key, totals)
             metrics.flush_metrics()
+        _add_service_metrics(metrics, total)
+        metrics.flush_metrics()
         return len(pending)
 
 
 def _add_type_metrics(metrics: Any, context_type: str, t: _Totals) -> None:
+    """The metrics split by context type (:data:`.metrics.BY_CONTEXT_TYPE`)."""
+    metrics.add_dimension(name=m.DIM_CONTEXT_TYPE, value=context_type)
+    metrics.add_metric(name=m.QUERIES, unit=m.UNITS[m.QUERIES], value=t.queries)
+    metrics.add_metric(name=m.ZERO_RESULT_QUERIES, unit=m.UNITS[m.ZERO_RESULT_QUERIES], value=t.zero)
+    for latency in t.latencies:
+        metrics.add_metric(name=m.LATENCY, unit=m.UNITS[m.LATENCY], value=latency)
+
+
+def _add_service_metrics(metrics: Any, t: _Totals) -> None:
+    """The other retrieval metrics, summed over the context types (dimension ``service`` only)."""
     def add(name: str, value: float) -> None:
         metrics.add_metric(name=name, unit=m.UNITS[name], value=value)
 
-    metrics.add_dimension(name=m.DIM_CONTEXT_TYPE, value=context_type)
-    add(m.QUERIES, t.queries)
     add(m.RESULTS, t.results)
-    add(m.ZERO_RESULT_QUERIES, t.zero)
     add(m.VECTOR_CALLS, t.vector_calls)
     add(m.ROUNDS, t.rounds)
     add(m.RERANK_USED, t.rerank_used)
@@ -269,7 +283,5 @@ def _add_type_metrics(metrics: Any, context_type: str, t: _Totals) -> None:
         add(m.SCORE_MIN, t.score_min)
         add(m.SCORE_MEAN, t.score_sum / t.score_n)
         add(m.SCORE_MAX, t.score_max)
-    for latency in t.latencies:
-        add(m.LATENCY, latency)
     if t.reasons:
         metrics.add_metadata(key="rerank_fallback_reasons", value=dict(t.reasons))

@@ -232,6 +232,25 @@ class VectorStore(ABC):
         """Record ``identity`` with ``tenant``'s first write (a tenant with nothing stored yet)."""
         self._identity_due[tenant] = dict(identity)
 
+    def index_generation(self, tenant: str) -> object:
+        """A cheap marker of which index serves ``tenant`` now: it changes when a reindex replaces
+        the index (the local tenant folder swapped, the OpenSearch alias moved), so a process that
+        checked the embedder's identity knows to check it again. None: the index is never replaced
+        under a running process (a Pinecone index is its host; a reindex writes another one)."""
+        validate_tenant(tenant)
+        try:  # not counted in the store's metrics: it is bookkeeping, asked on every request
+            return self._index_generation(tenant)
+        except CairnError:
+            raise
+        except Exception as exc:
+            mapped = self._map_error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    def _index_generation(self, tenant: str) -> object:
+        return None
+
     def _read_identity(self, tenant: str) -> dict[str, Any] | None:
         learned = getattr(self, "learned", None)
         return learned(tenant, IDENTITY_FACT) if callable(learned) else None

@@ -26,6 +26,7 @@ Partitions load lazily, one tenant at a time: an unreadable one fails only its t
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -131,17 +132,34 @@ class LocalVectorStore(VectorStore):
         self._disk = (
             DiskPartitions(self.path / "tenants", dimension, _partition_of) if self.path is not None else None
         )
-        self._sides: dict[str, SideTable] = {}
+        self._sides: dict[str, tuple[SideTable, object]] = {}  # tenant -> its side table, and the folder it opened in
 
     # ---------------------------------------------------------------- bookkeeping beside the index
 
     def _side(self, tenant: str) -> SideTable:
+        """The tenant's side table; opened again when its folder was replaced (a reindex swapped it)."""
+        generation = self._index_generation(tenant)
         with self._lock:
-            side = self._sides.get(tenant)
+            side, opened_in = self._sides.get(tenant, (None, None))
+            if side is not None and opened_in != generation:
+                side.close()
+                side = None
             if side is None:
                 folder = self._disk.files(tenant).dir if self._disk is not None else None
-                side = self._sides[tenant] = SideTable(folder)
+                side = SideTable(folder)
+                self._sides[tenant] = (side, generation)
             return side
+
+    def _index_generation(self, tenant: str) -> object:
+        """The tenant folder's identity on disk (device, inode): a reindex swaps the folder for
+        another, so this changes; a stat, no read. None in memory or before the first write."""
+        if self._disk is None:
+            return None
+        try:
+            st = os.stat(self._disk.files(tenant).dir)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino)
 
     def record_uses(self, tenant: str, uses: Mapping[str, int], now: float) -> int:
         """Count ``uses[id]`` more uses of each record, last used at ``now``, in the tenant's side
@@ -171,7 +189,7 @@ class LocalVectorStore(VectorStore):
 
     def close(self) -> None:
         with self._lock:
-            for side in self._sides.values():
+            for side, _ in self._sides.values():
                 side.close()
             self._sides.clear()
 

@@ -65,8 +65,12 @@ if TYPE_CHECKING:
     from cairn.core.config import OpenSearchSettings
 
 
+GENERATION_TTL_S = 5.0  # a warm process notices a reindex's alias switch within this (one GET _mapping)
+
+
 class OpenSearchVectorStore(VectorStore):
     backend = "opensearch"
+    generation_ttl_s = GENERATION_TTL_S  # how long the concrete index behind the configured name is trusted
 
     def __init__(
         self,
@@ -114,6 +118,7 @@ class OpenSearchVectorStore(VectorStore):
             url or "", auth, username, password, region, service, credentials, timeout_s, verify_certs
         )
         self._index_ready = False
+        self._generation: tuple[float, object] | None = None  # (when looked up, the index the name resolved to)
         self._index_lock = threading.Lock()
 
     @classmethod
@@ -279,6 +284,21 @@ class OpenSearchVectorStore(VectorStore):
 
     def keeps_identity(self) -> bool:
         return True
+
+    def _index_generation(self, tenant: str) -> object:
+        """The concrete index the configured name resolves to (a reindex moves the alias to a new
+        one), looked up at most every :data:`GENERATION_TTL_S` seconds: one metadata GET, no search."""
+        from opensearchpy.exceptions import NotFoundError
+
+        now = time.monotonic()
+        if self._generation is not None and now - self._generation[0] < self.generation_ttl_s:
+            return self._generation[1]
+        try:
+            names = sorted(self._client.indices.get_mapping(index=self.index))
+        except NotFoundError:
+            names = []
+        self._generation = (now, names[0] if names else None)
+        return self._generation[1]
 
     def _read_identity(self, tenant: str) -> dict[str, Any] | None:
         from opensearchpy.exceptions import NotFoundError
