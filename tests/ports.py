@@ -31,6 +31,25 @@ def fresh_moto(endpoint: str) -> str:
 
 
 @contextmanager
+def moto_server() -> Iterator[str]:
+    """A moto server on a free loopback port, emptied, with test credentials in the environment;
+    its endpoint URL."""
+    import pytest
+    from moto.server import ThreadedMotoServer
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                           "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            mp.setenv(key, value)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+        server.start()
+        try:
+            yield fresh_moto(f"http://127.0.0.1:{server._server.server_port}")  # type: ignore[union-attr]
+        finally:
+            server.stop()
+
+
+@contextmanager
 def cairn_serve(home: Path, keys: Path, *, workers: int = 2, env: dict[str, str] | None = None,
                 startup_s: float = 300) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``cairn serve --workers N`` on ``home`` with the keys file ``keys``, as a user starts it:

@@ -10,7 +10,7 @@ import pytest
 
 from cairn.core.errors import RateLimited
 from cairn.ports.ratelimit import DynamoDBCounter, Limit, LimitPolicy, RateLimiter, create_table
-from tests.ports import free_port, fresh_moto
+from tests.ports import moto_server
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -19,18 +19,8 @@ TABLE = "cairn-ratelimits"
 
 @pytest.fixture(scope="module")
 def endpoint():
-    from moto.server import ThreadedMotoServer
-
-    mp = pytest.MonkeyPatch()
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        mp.setenv(key, value)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    url = fresh_moto(f"http://127.0.0.1:{server._server.server_port}")  # type: ignore[union-attr]
-    yield url
-    server.stop()
-    mp.undo()
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from cairn.engine.ingest import Document
 from cairn.engine.memory import UseRecorder
 from cairn.ports.usecounts import DynamoDBUseCounts, SQLiteUseCounts, create_table
 from tests.emulators.pinecone_emulator import start_pinecone_emulator
-from tests.ports import free_port, fresh_moto
+from tests.ports import moto_server
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -36,19 +36,9 @@ DOCS = [
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    mp = pytest.MonkeyPatch()
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        mp.setenv(key, value)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    url = fresh_moto(f"http://127.0.0.1:{server._server.server_port}")  # type: ignore[union-attr]
-    create_table(_client(url), TABLE)
-    yield url
-    server.stop()
-    mp.undo()
+    with moto_server() as url:
+        create_table(_client(url), TABLE)
+        yield url
 
 
 def _client(url: str) -> Any:
