@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from cairn.core.errors import VectorStoreError
 from cairn.core.models import Candidate, ContextRecord
+from cairn.core.uri import is_under
 
 LAST_USED = "last_used_at"  # the metadata key a record's last use is shown under
 FORGET_AFTER_S = 180 * 86400  # a count unused this long is dropped (TTL); hotness halves every 7 days
@@ -87,10 +88,6 @@ def with_uses(candidates: list[Candidate], counts: UseCounts | None) -> list[Can
         rec = overlay(c.record, used[c.record.tenant].get(c.record.id))
         out.append(c if rec is c.record else c.model_copy(update={"record": rec}))
     return out
-
-
-def _under(uri: str, root: str) -> bool:
-    return uri == root or uri.startswith(root.rstrip("/") + "/")
 
 
 class StoreSideCounts:
@@ -168,7 +165,7 @@ class SQLiteUseCounts:
     def forget_under(self, tenant: str, root: str) -> int:
         def forget(db: Any) -> int:
             doomed = [(tenant, i) for i, uri in db.execute("SELECT id, uri FROM uses WHERE tenant = ?", (tenant,))
-                      if uri is not None and _under(uri, root)]
+                      if uri is not None and is_under(uri, root)]
             db.executemany("DELETE FROM uses WHERE tenant = ? AND id = ?", doomed)
             return len(doomed)
 
@@ -254,7 +251,7 @@ class DynamoDBUseCounts:
                 ProjectionExpression="sk, uri")
             for page in pages:
                 doomed += [item["sk"]["S"] for item in page.get("Items", [])
-                           if "uri" in item and _under(item["uri"]["S"], root)]
+                           if "uri" in item and is_under(item["uri"]["S"], root)]
             for start in range(0, len(doomed), BATCH_WRITE):
                 request = {self.table: [{"DeleteRequest": {"Key": {"pk": {"S": tenant}, "sk": {"S": i}}}}
                                         for i in doomed[start : start + BATCH_WRITE]]}

@@ -17,7 +17,7 @@ ingest service from :attr:`cairn.ports.embeddings.Embedder.max_tokens`), a piece
 must also fit that many of the embedder's tokens: a piece over it is cut again at the best boundary
 inside a proportionally smaller budget, and its overlap is shortened to a quarter of the window
 at most (dense scripts take a token a character). An embedder reads only its window: without this,
-the end of a longer chunk is never embedded (56 % of scifact's texts were cut).
+the end of a longer chunk is never embedded (benchmarks/README.md, issue 38).
 
 Each :class:`Chunk` is a slice of the document's text (``start``/``end`` are offsets in it), so
 ``text[start:end]`` is the chunk without its repeated prefix. Every step is linear in the text's
