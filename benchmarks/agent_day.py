@@ -69,7 +69,7 @@ CONTEXT_BUDGET = 300
 # each set: (its pages' folder, its chats) under benchmarks/agent_day/; every set is played on a fresh home
 SETS = {"helpdesk": ("kb", "conversations.json"), "staff": ("staff", "staff_conversations.json"),
         "product": ("product", "product_conversations.json"), "languages": ("staff", "languages_conversations.json"),
-        "indirect": ("staff", "indirect_conversations.json")}
+        "indirect": ("staff", "indirect_conversations.json"), "indirect_kb": ("kb", "indirect_kb_conversations.json")}
 
 
 def load(name: str = "helpdesk") -> tuple[list[dict], dict]:
@@ -159,6 +159,7 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
     empty: dict[str, int] = defaultdict(int)
     memory_hits, memory_turns, misses, over_budget = 0, 0, [], 0
     unasked, other_turns = 0, 0  # turns that ask about no memory, and those with a memory in the top 3 anyway
+    crowded = 0  # turns that ask about no memory but get more than one
     per_kind: dict[str, list[str]] = defaultdict(list)
     for conv in data["conversations"]:
         session = client.create_session(user=conv["user"])
@@ -193,6 +194,7 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
             else:
                 other_turns += 1
                 unasked += any(m.context_type.value == "memory" for m in answers["search_session"].all()[:3])
+                crowded += len(answers["search_session"].memories) > 1
             client.append_message(session.id, "user", u)
             client.append_message(session.id, "assistant", turn["a"])
             user_turns.append(u)
@@ -218,6 +220,7 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
         "judged_turns": judged, "memory_turns": memory_turns, "arms": arms, "by_kind_nDCG@10": by_kind,
         "memory_recall@3": round(memory_hits / max(memory_turns, 1), 3), "memory_misses": misses,
         "unasked_memory_in_top3": f"{unasked}/{other_turns}",
+        "unasked_more_than_one_memory": f"{crowded}/{other_turns}",
         "session_worse_than_find": worse,
     }
 
@@ -250,6 +253,7 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
     out["staff"] = run_set("staff", limit_queries)
     out["product"] = run_set("product", limit_queries)
     out["indirect"] = run_set("indirect", limit_queries)
+    out["indirect_kb"] = run_set("indirect_kb", limit_queries)
     if os.environ.get("CAIRN_EMBEDDING_MODEL", "").startswith("multilingual"):  # an English-only model cannot
         out["languages"] = run_set("languages", limit_queries)
     out["machine"] = f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"

@@ -4,8 +4,8 @@
     python -m benchmarks.quality_gate --write    # measure and write the baseline (a commit of its own)
 
 The slice is the agent path as a customer's agent uses it: every chat of the ``agent_day`` sets that
-live in this repository (``helpdesk``, ``staff``, ``product`` and ``indirect``: remembered facts that
-bear on a question sharing no word with them), each played turn by turn through a `cairn serve` of its
+live in this repository (``helpdesk``, ``staff``, ``product``, and ``indirect`` and ``indirect_kb``:
+remembered facts that bear on a question sharing no word with them), each played turn by turn through a `cairn serve` of its
 own on a fresh home, with the embedded default (MiniLM, the local store, no LLM). Every figure is
 computed from ranks, so it is the same on every run and machine; timings are not in it (they stay in
 the benchmarks). ``tests/e2e/test_quality_gate.py`` runs it in ``make test`` and fails when a figure
@@ -25,7 +25,7 @@ from typing import Any
 from .agent_day import run_set
 
 BASELINE = Path(__file__).parent / "quality_baseline.json"
-SETS = ("helpdesk", "staff", "product", "indirect")
+SETS = ("helpdesk", "staff", "product", "indirect", "indirect_kb")
 TOLERANCE = 0.01
 # per set, the arms and metrics guarded (higher is better)
 ARM_FIGURES = (("search_session", "nDCG@10"), ("search_session", "recall@3"), ("find", "nDCG@10"),
@@ -46,6 +46,7 @@ def figures_of(name: str, result: dict[str, Any]) -> dict[str, tuple[float, bool
     if result["memory_turns"]:
         out[f"{name}.memory_recall@3"] = (float(result["memory_recall@3"]), True)
     out[f"{name}.unasked_memory_in_top3"] = (_share(result["unasked_memory_in_top3"]), False)
+    out[f"{name}.unasked_more_than_one_memory"] = (_share(result["unasked_more_than_one_memory"]), False)
     out[f"{name}.turns_session_below_find"] = (
         round(len(result["session_worse_than_find"]) / max(result["judged_turns"], 1), 3), False)
     return out

@@ -47,8 +47,11 @@ from cairn.engine.retrieval.memories import (
     memory_roots,
     questions_capped,
     questions_under_facts,
+    relevance_bar,
     relevant,
+    standing_beside,
 )
+from cairn.engine.retrieval.profile import standing_facts
 from cairn.engine.retrieval.quick import quick_search
 from cairn.engine.retrieval.scope import roots_for
 from cairn.engine.retrieval.thinking import ThinkingConfig, thinking_search
@@ -201,8 +204,10 @@ def retrieve(
         mem_scores = raw_scores if raw_hybrid == hybrid else _raw_scores(
             typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight, trace,
             moved=True, hand_on=hand_on, background=True)
+        standing = standing_facts(store, tenant, vector, request.user, search_roots, request.filter, trace) \
+            if typed_query.weight >= 1.0 else []  # the turn's own query; the conversation's words add nothing here
         candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, [s for _, s in mem_scores],
-                                                request, store, tenant, hybrid, weight, threshold, trace)
+                                                request, store, tenant, hybrid, weight, threshold, trace, standing)
     trace.events[:0] = gate.events
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace, raw_best=raw,
@@ -237,11 +242,12 @@ def _raw_scores(
 def _own_memories(
     text: str, vector: list[float], mem_roots: list[str], others: list[Candidate], raw_scores: list[float],
     request: FindRequest, store: VectorStore, tenant: str, hybrid: bool, weight: float | None, threshold: float,
-    trace: ThinkingTrace,
+    trace: ThinkingTrace, standing: Sequence[tuple[Candidate, float]] = (),
 ) -> list[Candidate]:
     """The user's memories as relevant as ``others`` (the other roots' candidates, ``raw_scores``
     the raw scores of the query's vector there, best first), compared on raw scores and listed next
-    to the others (:mod:`.retrieval.memories`)."""
+    to the others (:mod:`.retrieval.memories`); with the ``standing`` facts that bear on the query
+    (:mod:`.retrieval.profile`), each at least at the bar the others had to pass, after them."""
     raw_best = raw_scores[0] if raw_scores else 0.0
     background = background_of(raw_scores)
     found, mem_trace = quick_search(store, tenant, vector, mem_roots, request.limit, request.filter, text if hybrid else None,
@@ -249,6 +255,7 @@ def _own_memories(
     found = [c for c in found if c.record.level is Level.DETAIL]  # a memory folder's summary cites nothing
     trace.stats.vector_calls += mem_trace.stats.vector_calls
     kept = questions_under_facts(relevant(found, raw_best, threshold, background=background))
+    kept += standing_beside(kept, standing, max(relevance_bar(raw_best, background=background), threshold + 1e-6))
     kept = lifted(kept, max((finite(c.score) for c in others), default=0.0))
     best_mem = max((finite(c.score) for c in found), default=0.0)
     behind = "" if background is None else f", background {background:.3f}"

@@ -65,12 +65,19 @@ def relevant(memories: list[Candidate], best_other: float, threshold: float, rel
     relevance: at least ``relative`` times it, over ``threshold``, and, with the query's
     ``background`` (:func:`background_of`), ``above`` (default ``ABOVE_BACKGROUND``) of the way
     from it to the best other match (module doc)."""
+    bar = relevance_bar(best_other, relative, background, above)
+    return [m for m in memories if finite(m.score) > threshold and finite(m.score) >= bar]
+
+
+def relevance_bar(best_other: float, relative: float | None = None, background: float | None = None,
+                  above: float | None = None) -> float:
+    """The raw score a memory needs to be kept (:func:`relevant`, besides the threshold)."""
     relative = RELATIVE if relative is None else relative
     above = ABOVE_BACKGROUND if above is None else above
     bar = best_other * relative
     if background is not None and best_other > background:
         bar = max(bar, background + above * (best_other - background))
-    return [m for m in memories if finite(m.score) > threshold and finite(m.score) >= bar]
+    return bar
 
 
 def background_of(raw_scores: Sequence[float]) -> float | None:
@@ -111,3 +118,11 @@ def questions_capped(memories: Sequence[Candidate]) -> list[Candidate]:
 
 def _asks_only(m: Candidate) -> bool:
     return m.record.metadata.get("kind") == "episode" and asks_only(m.record.text)
+
+
+def standing_beside(kept: Sequence[Candidate], standing: Sequence[tuple[Candidate, float]], bar: float) -> list[Candidate]:
+    """The standing facts that bear on the query (:mod:`.profile`) and are not in ``kept`` already,
+    each at its raw score or at ``bar`` (what the other memories had to reach) when under it: a fact
+    kept on its own evidence counts as relevant as they are, listed after those that scored higher."""
+    have = {c.record.uri for c in kept}
+    return [c.model_copy(update={"score": max(finite(c.score), bar)}) for c, _ in standing if c.record.uri not in have]
