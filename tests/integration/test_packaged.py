@@ -114,6 +114,32 @@ def _lines(dep: Deployment, logical: str, since: int) -> list[dict[str, Any]]:
     return out
 
 
+KITCHEN = {"root_uri": "cairn://resources/kitchen", "documents": [
+    {"path": "stew.md", "text": "Beef stew: brown the beef, add onions and wine, simmer; a dinner for cold nights."},
+    {"path": "curry.md", "text": "Lentil curry: a quick dinner for tonight, strictly vegetarian, meatless food."},
+    {"path": "salad.md", "text": "Greek salad: tomatoes, cucumber and feta, a quick dinner."},
+]}
+
+
+def test_a_standing_fact_that_bears_on_the_question_travels_through_the_workflow(deployment):
+    """An LLM's typed plan through the packaged functions: the resource query brings the user's standing
+    fact that its pages bear on (cairn.engine.retrieval.profile), without its vector in the states."""
+    assert deployment.api("PUT", "/v1/documents", KITCHEN)[0] == 200
+    status, kept = deployment.api("POST", "/v1/memories", {"user": "ann", "text": "Ann eats strictly vegetarian, meatless food.", "category": "preferences",
+                                                           "key": "diet"})
+    assert status == 201, kept
+    sid = deployment.api("POST", "/v1/sessions", {"user": "ann"})[1]["id"]
+    status, body = _search(deployment, "what should I cook tonight for dinner", 5, session_id=sid, include_provenance=True)
+    assert status == 200, body
+    assert "cairn://user/ann/memories/preferences/diet" in [m["uri"] for m in body["memories"][:3]]
+    reasons = {m["uri"]: m["reason"] for q in body["provenance"] for m in q["matches"]}
+    assert reasons["cairn://user/ann/memories/preferences/diet"] == "standing-fact"
+    assert all(i.error is None for i in deployment.invocations)
+    bob = deployment.api("POST", "/v1/sessions", {"user": "bob"})[1]["id"]
+    status, body = _search(deployment, "what should I cook tonight for dinner", 5, session_id=bob)
+    assert status == 200 and not [m for m in body["memories"] if "/user/ann/" in m["uri"]]
+
+
 def test_one_correlation_id_from_the_api_request_through_every_task(deployment):
     """API Gateway's requestId is the correlation_id of every log line of every task of that
     request's workflow, and the metadata of the api function's metrics."""

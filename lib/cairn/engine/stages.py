@@ -51,7 +51,7 @@ from cairn.engine.retrieval.memories import (
     relevant,
     standing_beside,
 )
-from cairn.engine.retrieval.profile import standing_facts
+from cairn.engine.retrieval.profile import STANDING_REASON, standing_facts
 from cairn.engine.retrieval.quick import quick_search
 from cairn.engine.retrieval.scope import roots_for
 from cairn.engine.retrieval.thinking import ThinkingConfig, thinking_search
@@ -204,10 +204,16 @@ def retrieve(
         mem_scores = raw_scores if raw_hybrid == hybrid else _raw_scores(
             typed_query.query, vector, search_roots, candidates, request, store, tenant, hybrid, weight, trace,
             moved=True, hand_on=hand_on, background=True)
-        standing = standing_facts(store, tenant, vector, request.user, search_roots, request.filter, trace) \
-            if typed_query.weight >= 1.0 else []  # the turn's own query; the conversation's words add nothing here
+        standing = _standing(typed_query, vector, search_roots, request, store, tenant, trace)
         candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, [s for _, s in mem_scores],
                                                 request, store, tenant, hybrid, weight, threshold, trace, standing)
+    elif typed_query.context_type is ContextType.RESOURCE and (standing := _standing(
+            typed_query, vector, search_roots, request, store, tenant, trace)):
+        # a planner that typed its queries (an LLM's plan): the facts come with its resource query,
+        # on the scale of the memories the same rule keeps beside an untyped query
+        scores = [s for _, s in raw_scores]
+        bar = max(relevance_bar(raw, background=background_of(scores)), threshold + 1e-6)
+        candidates = candidates + lifted(standing_beside([], standing, bar), max((finite(c.score) for c in candidates), default=0.0))
     trace.events[:0] = gate.events
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace, raw_best=raw,
@@ -237,6 +243,15 @@ def _raw_scores(
     searched = next((e.detail for e in ref_trace.events if e.kind == "global_search"), "")
     trace.add("global_search", score=round(raw, 4), detail=f"raw best {raw:.3f} of the query's own vector ({searched})")
     return scores
+
+
+def _standing(typed_query: TypedQuery, vector: list[float], page_roots: list[str], request: FindRequest,
+              store: VectorStore, tenant: str, trace: ThinkingTrace) -> list[tuple[Candidate, float]]:
+    """The user's standing facts that bear on a full-weight, untargeted query (:mod:`.retrieval.profile`);
+    a weighted one (the turn with the conversation's words) adds nothing the turn's own does not."""
+    if not request.user or typed_query.weight < 1.0 or typed_query.target_uris:
+        return []
+    return standing_facts(store, tenant, vector, request.user, page_roots, request.filter, trace)
 
 
 def _own_memories(
@@ -298,9 +313,15 @@ def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: flo
     """One rerank call per typed query (its fallbacks recorded in the trace), then hotness (with
     the use counts read back from ``counts``, where they are kept beside the vectors)."""
     candidates = out.candidates
-    if reranker is not None and candidates:
-        outcome = reranker.rerank(out.query.query, candidates, language=language)
-        candidates = list(outcome.candidates)
+    # a standing fact bears on the query through its pages, not its words (retrieval/profile.py): the
+    # reranker reads words, so the fact is not sent and keeps its place relative to the best of the others
+    others = [c for c in candidates if c.reason != STANDING_REASON]
+    if reranker is not None and others:
+        outcome = reranker.rerank(out.query.query, others, language=language)
+        before = max((finite(c.score) for c in others), default=0.0)
+        factor = max((finite(c.score) for c in outcome.candidates), default=0.0) / before if before > 0 else 1.0
+        candidates = list(outcome.candidates) + [c.model_copy(update={"score": finite(c.score) * factor})
+                                                 for c in candidates if c.reason == STANDING_REASON]
         out.trace.stats.rerank_used = outcome.used
         out.trace.stats.rerank_fallback = outcome.fallback
         out.trace.add("rerank", detail=f"{outcome.reranker}: sent={outcome.sent} used={outcome.used}")

@@ -53,6 +53,7 @@ BRIDGE_WEIGHT = 0.5
 FIRST_MARGIN = 0.2
 NEXT_MARGIN = 0.3
 KEPT = 3
+STANDING_REASON = "standing-fact"  # a kept fact's provenance reason (a reranker leaves it where it is)
 
 
 @dataclass(frozen=True)
@@ -118,10 +119,13 @@ def standing_facts(
     scores = fact_scores(np.asarray(vector, dtype=np.float32),
                          np.asarray([c.record.vector for c in facts], dtype=np.float32), evidence)
     kept = standing_out([float(s) for s in scores])
-    trace.add("keep", detail=f"standing facts of {user}: {len(kept)} of {len(facts)} stand out "
-              f"(scores {', '.join(f'{scores[i]:.2f}' for i in kept) or '-'}; margins {FIRST_MARGIN}/{NEXT_MARGIN} "
-              f"over the others' median)")
-    return [(facts[i].model_copy(update={"reason": "standing-fact"}), float(scores[i])) for i in kept]
+    trace.add("keep", detail=f"standing facts of {user}: {len(kept)} of {len(facts)} stand out (best score "
+              f"{max(scores):.2f}, kept {', '.join(f'{scores[i]:.2f}' for i in kept) or '-'}; margins {FIRST_MARGIN}/"
+              f"{NEXT_MARGIN} over the others' median, in units of the question's margin {evidence.best:.3f} over "
+              f"its background {evidence.background:.3f})")
+    # the vectors were for this rule: a candidate goes on without one (a workflow state carries it)
+    return [(facts[i].model_copy(update={"reason": STANDING_REASON, "record": facts[i].record.without_vector()}),
+             float(scores[i])) for i in kept]
 
 
 def _leaves(user_filter: dict | None) -> dict:
