@@ -98,7 +98,8 @@ def parameters_schema(tool: Tool) -> dict[str, Any]:
 
 
 def _inline(node: Any, definitions: Mapping[str, Any]) -> Any:
-    """``node`` with every ``$ref`` replaced by its definition and every ``title`` keyword removed."""
+    """``node`` with every ``$ref`` replaced by its definition, and without the keywords that tell a
+    model nothing: ``title`` (the field's name again) and a ``default`` of null (it is optional)."""
     if isinstance(node, list):
         return [_inline(item, definitions) for item in node]
     if not isinstance(node, dict):
@@ -108,7 +109,7 @@ def _inline(node: Any, definitions: Mapping[str, Any]) -> Any:
         return _inline({**target, **{k: v for k, v in node.items() if k != "$ref"}}, definitions)
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key == "title":
+        if key == "title" or (key == "default" and value is None):
             continue
         if key == "properties":  # a mapping of field names, each a schema: a field may be called "title"
             out[key] = {name: _inline(sub, definitions) for name, sub in value.items()}
