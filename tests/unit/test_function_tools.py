@@ -68,6 +68,15 @@ def test_the_definitions_are_openai_function_tools_with_valid_schemas():
     assert [d["function"]["name"] for d in CairnTools(None, names=["context"]).definitions()] == ["context"]  # type: ignore[arg-type]
 
 
+def test_the_openai_sdk_takes_the_definitions_as_its_function_tool_type():
+    chat = pytest.importorskip("openai.types.chat")
+    from pydantic import TypeAdapter
+
+    tool_param = TypeAdapter(chat.ChatCompletionFunctionToolParam)
+    for definition in function_tools():
+        tool_param.validate_python(definition, strict=True)
+
+
 CALLS = [  # (tool, arguments the model wrote, the schema accepts them, what the answer says)
     ("find", '{"query": "refund"}', True, None),
     ("find", {"query": "refund", "limit": 3, "context_type": "resource", "mode": "thinking"}, True, None),
