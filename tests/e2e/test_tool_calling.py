@@ -5,7 +5,7 @@ model would and answers with what the tool answered, so the answer holds only wh
 
 Three loops: a plain one over the function tools (no SDK), and the OpenAI Agents SDK's (its own
 scripted model, ``agents.testing.ScriptedModel``) once over cairn's MCP server and once over the
-function tools."""
+function tools (awaited on the async client)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from cairn import Cairn, CairnClient
+from cairn.client import AsyncCairnClient
 from cairn.api import ApiKeys
 from cairn.api.server import running
 from cairn.app.services import Services
@@ -49,8 +50,14 @@ def services(tmp_path_factory, embedder) -> Services:
 
 
 @pytest.fixture(scope="module")
-def client(services):
-    with running(services, ApiKeys({KEY: "acme"})) as url, CairnClient(url, KEY) as client:
+def url(services):
+    with running(services, ApiKeys({KEY: "acme"})) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def client(url):
+    with CairnClient(url, KEY) as client:
         yield client
 
 
@@ -129,17 +136,6 @@ def test_a_bad_call_comes_back_to_the_model_which_corrects_it(client):
 # ---------------------------------------------------------------------- the OpenAI Agents SDK
 
 
-def agent_answer(model: Any, question: str, **agent: Any) -> str:
-    from agents import Agent, RunConfig, Runner
-
-    async def run() -> str:
-        done = await Runner.run(Agent(name="support", instructions="Answer from cairn's context only.", model=model, **agent),
-                                question, run_config=RunConfig(tracing_disabled=True))
-        return str(done.final_output)
-
-    return asyncio.run(run())
-
-
 def reading_model(name: str, arguments: dict[str, Any]) -> Any:
     """The SDK's scripted model: a call of ``name``, then an answer that quotes the tool's output."""
     testing = pytest.importorskip("agents.testing")
@@ -173,16 +169,26 @@ def test_an_agents_sdk_agent_answers_through_cairns_mcp_server(services):
     assert {"find", "search", "context", "remember"} <= set(offered), offered
 
 
-def test_an_agents_sdk_agent_uses_the_function_tools(client):
+def test_an_agents_sdk_agent_uses_the_function_tools_over_the_async_client(url):
+    """As docs/integrations/tools.md, with AsyncCairnClient and ``arun`` instead of a thread."""
     sdk = pytest.importorskip("agents")
-    tools = CairnTools(client)
 
-    def function_tool(definition: dict[str, Any]) -> Any:
+    def function_tool(tools: CairnTools, definition: dict[str, Any]) -> Any:
         name = definition["function"]["name"]
         return sdk.FunctionTool(name=name, description=definition["function"]["description"],
                                 params_json_schema=definition["function"]["parameters"], strict_json_schema=False,
-                                on_invoke_tool=lambda ctx, arguments: asyncio.to_thread(tools.run, name, arguments))
+                                on_invoke_tool=lambda ctx, arguments: tools.arun(name, arguments))
 
-    model = reading_model("find", {"query": "Who approves a Stripe refund?", "limit": 1})
-    answer = agent_answer(model, "Who approves a Stripe refund?", tools=[function_tool(d) for d in tools.definitions()])
+    async def run() -> tuple[str, str]:
+        async with AsyncCairnClient(url, KEY) as cairn:
+            tools = CairnTools(cairn)
+            agent = sdk.Agent(name="support", instructions="Answer from cairn's context.",
+                              tools=[function_tool(tools, d) for d in tools.definitions()],
+                              model=reading_model("find", {"query": "Who approves a Stripe refund?", "limit": 1}))
+            done = await sdk.Runner.run(agent, "Who approves a Stripe refund?",
+                                        run_config=sdk.RunConfig(tracing_disabled=True))
+            return str(done.final_output), await tools.arun("context", '{"query": "refunds", "budget_tokens": 10}')
+
+    answer, refused = asyncio.run(run())
     assert f"{ROOT}/billing/payment-providers.md" in answer and "support lead" in answer, answer
+    assert "budget_tokens: Input should be greater than or equal to 50" in json.loads(refused)["error"], refused

@@ -12,7 +12,8 @@ decide, never the model's: which end user (:data:`BOUND`) and which conversation
 :meth:`CairnTools.run` takes a call as a model returns it (the tool's name and its arguments as a
 JSON string), validates the arguments with the same request model, calls a
 :class:`~cairn.client.CairnClient` or an in-process :class:`~cairn.inprocess.Cairn`, and answers a
-JSON string for the model to read. Bad arguments, an unknown tool or a refusal from cairn are
+JSON string for the model to read (:meth:`CairnTools.arun` awaits an
+:class:`~cairn.client.AsyncCairnClient`). Bad arguments, an unknown tool or a refusal from cairn are
 answered as ``{"error": ...}`` naming the field and what is allowed, so the model can correct its
 call; nothing is raised for them.
 
@@ -137,7 +138,7 @@ class ToolCallError(ValueError):
 
 class CairnTools:
     """The tools ``names`` over ``cairn`` (a :class:`~cairn.client.CairnClient` or a
-    :class:`~cairn.inprocess.Cairn`), for one conversation: ``user`` is whose memories are read and
+    :class:`~cairn.inprocess.Cairn`; an :class:`~cairn.client.AsyncCairnClient` with :meth:`arun`), for one conversation: ``user`` is whose memories are read and
     written, ``session_id`` the conversation ``search`` and ``context`` plan with. Neither is
     the model's to choose (:data:`BOUND`)."""
 
@@ -155,15 +156,28 @@ class CairnTools:
         """Run one tool call (``arguments``: the JSON string the model wrote, or its parsed object);
         the answer is a JSON string: the result, or ``{"error": ...}`` saying what to change."""
         try:
-            tool = self.tools.get(name)
-            if tool is None:
-                raise ToolCallError(f"there is no tool {name!r}; call one of: {', '.join(self.tools)}")
-            body = self._body(tool, _arguments(tool, arguments))
-            return json.dumps(ANSWERS[tool.name](self.cairn, body), ensure_ascii=False)
+            tool, body = self._call(name, arguments)
+            return _answer(tool, CALLS[tool.name](self.cairn, body))
         except ToolCallError as exc:
             return _error(name, str(exc), retryable=False)
         except CairnError as exc:
             return _error(name, _sentence(exc.message), retryable=exc.retryable)
+
+    async def arun(self, name: str, arguments: str | Mapping[str, Any] | None) -> str:
+        """:meth:`run` over an :class:`~cairn.client.AsyncCairnClient` (its methods are awaited)."""
+        try:
+            tool, body = self._call(name, arguments)
+            return _answer(tool, await CALLS[tool.name](self.cairn, body))
+        except ToolCallError as exc:
+            return _error(name, str(exc), retryable=False)
+        except CairnError as exc:
+            return _error(name, _sentence(exc.message), retryable=exc.retryable)
+
+    def _call(self, name: str, arguments: str | Mapping[str, Any] | None) -> tuple[Tool, dict[str, Any]]:
+        tool = self.tools.get(name)
+        if tool is None:
+            raise ToolCallError(f"there is no tool {name!r}; call one of: {', '.join(self.tools)}")
+        return tool, self._body(tool, _arguments(tool, arguments))
 
     def _body(self, tool: Tool, given: dict[str, Any]) -> dict[str, Any]:
         """``given`` with the bound fields, validated by the route's request model (every problem at once)."""
@@ -213,27 +227,29 @@ def _sentence(message: str) -> str:
     return message.removeprefix("invalid request: ").split(" For further information visit")[0]
 
 
-# ---------------------------------------------------------------------- what each tool answers
+# ---------------------------------------------------------------------- each tool's call and answer
+
+# the door's method for each tool, given the validated body (an awaitable on the async client)
+CALLS: dict[str, Callable[[Door, dict[str, Any]], Any]] = {
+    "find": lambda door, body: door.find(body.pop("query"), **body),
+    "search": lambda door, body: door.search(body.pop("query"), body.pop("session_id", None), **body),
+    "context": lambda door, body: door.context(body.pop("query"), body.pop("session_id", None),
+                                               budget_tokens=body.pop("budget_tokens", None), **body),
+    "remember": lambda door, body: door.remember(body.pop("text"), body.pop("category", None),
+                                                 user=body.pop("user", None), **body),
+}
 
 
-def _find(cairn: Door, body: dict[str, Any]) -> dict[str, Any]:
-    return _results(cairn.find(body.pop("query"), **body))
-
-
-def _search(cairn: Door, body: dict[str, Any]) -> dict[str, Any]:
-    return _results(cairn.search(body.pop("query"), body.pop("session_id", None), **body))
-
-
-def _context(cairn: Door, body: dict[str, Any]) -> dict[str, Any]:
-    block = cairn.context(body.pop("query"), body.pop("session_id", None), budget_tokens=body.pop("budget_tokens", None),
-                          **body)
-    return {"text": block.text or "(nothing relevant found)", "tokens": block.tokens,
-            "sources": [{"n": p.n, "uri": p.uri, "title": p.title} for p in block.passages]}
-
-
-def _remember(cairn: Door, body: dict[str, Any]) -> dict[str, Any]:
-    done = cairn.remember(body.pop("text"), body.pop("category", None), user=body.pop("user", None), **body)
-    return {"uri": done.uri, "created": done.created, **({"note": done.note} if done.note else {})}
+def _answer(tool: Tool, result: Any) -> str:
+    """What the model reads of a tool's result, as JSON."""
+    if tool.name == "context":
+        shaped = {"text": result.text or "(nothing relevant found)", "tokens": result.tokens,
+                  "sources": [{"n": p.n, "uri": p.uri, "title": p.title} for p in result.passages]}
+    elif tool.name == "remember":
+        shaped = {"uri": result.uri, "created": result.created, **({"note": result.note} if result.note else {})}
+    else:
+        shaped = _results(result)
+    return json.dumps(shaped, ensure_ascii=False)
 
 
 def _results(answer: Any) -> dict[str, Any]:
@@ -249,8 +265,3 @@ def _results(answer: Any) -> dict[str, Any]:
             entry["citation"] = match.citation
         results.append(entry)
     return {"results": results} if results else {"results": [], "note": "nothing matched above the score threshold"}
-
-
-ANSWERS: dict[str, Callable[[Door, dict[str, Any]], dict[str, Any]]] = {
-    "find": _find, "search": _search, "context": _context, "remember": _remember,
-}
