@@ -138,9 +138,9 @@ class ToolCallError(ValueError):
 
 class CairnTools:
     """The tools ``names`` over ``cairn`` (a :class:`~cairn.client.CairnClient` or a
-    :class:`~cairn.inprocess.Cairn`; an :class:`~cairn.client.AsyncCairnClient` with :meth:`arun`), for one conversation: ``user`` is whose memories are read and
-    written, ``session_id`` the conversation ``search`` and ``context`` plan with. Neither is
-    the model's to choose (:data:`BOUND`)."""
+    :class:`~cairn.inprocess.Cairn`; an :class:`~cairn.client.AsyncCairnClient` with :meth:`arun`),
+    for one conversation: ``user`` is whose memories are read and written, ``session_id`` the
+    conversation ``search`` and ``context`` plan with. Neither is the model's to choose (:data:`BOUND`)."""
 
     def __init__(self, cairn: Door, *, user: str | None = None, session_id: str | None = None,
                  names: Iterable[str] = TOOL_NAMES) -> None:
