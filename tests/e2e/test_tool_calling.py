@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -167,6 +169,25 @@ def test_an_agents_sdk_agent_answers_through_cairns_mcp_server(services):
     assert "five business days" in answer and f"{ROOT}/billing/refunds.md" in answer, answer
     offered = [t.name for t in model.first_call.tools]
     assert {"find", "search", "context", "remember"} <= set(offered), offered
+
+
+def test_an_agents_sdk_agent_starts_cairn_mcp_over_stdio_acting_for_one_user(services):
+    """The host-started form the page names: `cairn --tenant acme mcp --user ann` over stdio."""
+    mcp = pytest.importorskip("agents.mcp")
+    from agents import Agent, RunConfig, Runner
+
+    model = reading_model("memories", {"user": "bob"})
+    params = {"command": sys.executable, "args": ["-m", "cairn.cli.main", "--tenant", "acme", "mcp", "--user", "ann"],
+              "env": {**os.environ, "CAIRN_HOME": str(services.settings.home), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}}
+
+    async def run() -> str:
+        async with mcp.MCPServerStdio(params=params, client_session_timeout_seconds=120) as cairn:
+            agent = Agent(name="support", instructions="Answer from cairn.", mcp_servers=[cairn], model=model)
+            done = await Runner.run(agent, "What do you know about Bob?", run_config=RunConfig(tracing_disabled=True))
+            return str(done.final_output)
+
+    answer = asyncio.run(run())
+    assert "ann" in answer and "bob" in answer and "only" in answer, answer  # refused: the server acts for ann alone
 
 
 def test_an_agents_sdk_agent_uses_the_function_tools_over_the_async_client(url):
