@@ -58,6 +58,17 @@ $(ASL_VALIDATOR):
 		npm install --no-save --no-audit --no-fund --silent --prefix .tools asl-validator@$(ASL_VALIDATOR_VERSION); \
 	else echo "npm not found: the ASL check will be skipped"; fi
 
+# The TypeScript client's dependencies (clients/typescript/package-lock.json: the generator, tsc, the
+# Vercel AI SDK its docs use), installed in the package's folder from the lock; tests/e2e/test_clients.py
+# runs its `npm test` against `cairn serve`. Without npm those tests skip and say so.
+TS_CLIENT := clients/typescript
+TS_CLIENT_DEPS := $(TS_CLIENT)/node_modules/.package-lock.json
+
+$(TS_CLIENT_DEPS): $(TS_CLIENT)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --no-audit --no-fund --silent --prefix $(TS_CLIENT) && touch $@; \
+	else echo "npm not found: the TypeScript client's tests will be skipped"; fi
+
 # Debian's chromium drives the console's browser tests (tests/e2e/test_console.py, Playwright with
 # executable_path; never `playwright install`). Installed once with apt as root; where apt is not
 # available the tests skip and say so.
@@ -72,7 +83,7 @@ $(CHROMIUM):
 
 browser: $(CHROMIUM)
 
-test: dev $(ASL_VALIDATOR) browser lint
+test: dev $(ASL_VALIDATOR) $(TS_CLIENT_DEPS) browser lint
 	$(PY) -m pytest -q -n auto --dist loadfile --durations=25  # every core; a module's tests stay on one worker (they share its venv, servers, build folder)
 
 test-unit: dev

@@ -1,7 +1,8 @@
 """Clients generated from docs/openapi.json, unedited, complete one agent's flow against `cairn serve`:
 documents, find, search with a session, remember, commit, context. Python: openapi-python-client
 (generated at test time). TypeScript: @hey-api/openapi-ts (clients/typescript, committed; the test
-fails when it is stale)."""
+fails when it is stale); its `npm test` also runs the TypeScript of its README and of
+docs/integrations/typescript.md (a Vercel AI SDK tool) as written."""
 
 from __future__ import annotations
 
@@ -123,7 +124,8 @@ def npm() -> str:
     found = shutil.which("npm")
     if found is None:
         pytest.skip("npm is not installed: the TypeScript client is not checked")
-    if not (TS / "node_modules" / ".package-lock.json").exists():
+    installed = TS / "node_modules" / ".package-lock.json"  # `make test` installs it (the Makefile's TS_CLIENT_DEPS)
+    if not installed.exists() or installed.stat().st_mtime < (TS / "package-lock.json").stat().st_mtime:
         _run([found, "ci", "--no-audit", "--no-fund"], TS, timeout=900)
     return found
 
@@ -149,9 +151,13 @@ def _differences(cmp: filecmp.dircmp) -> list[str]:
 
 
 def test_the_typescript_client_completes_the_flow(npm, server):
+    """`npm test`: the flow, and the TypeScript of the client's README and docs/integrations/typescript.md
+    (the Vercel AI SDK tool, with the SDK's mock model) type-checked and run as written."""
     done = _run([npm, "test", "--silent"], TS, CAIRN_URL=server, CAIRN_KEY=KEY)
     assert "# fail 0" in done.stdout, done.stdout
+    for page in ("clients/typescript/README.md", "docs/integrations/typescript.md"):
+        assert f"{page} runs as written" in done.stdout, done.stdout
     if "/v1/context" in DOC["paths"]:
-        assert "# pass 2" in done.stdout and "# skipped 0" in done.stdout, done.stdout
+        assert "# pass 4" in done.stdout and "# skipped 0" in done.stdout, done.stdout
     else:
         assert "# skipped 1" in done.stdout and "POST /v1/context" in done.stdout, done.stdout

@@ -234,6 +234,10 @@ EXERCISES = {
             assert "pip install 'cairn-context[local]'" in str(exc), exc
         else:
             raise AssertionError("the base install has no local embedder")
+        import json
+        from cairn.integrations.tools import CairnTools, function_tools  # function tools: the base install alone
+        assert [d["function"]["name"] for d in function_tools()] == ["find", "search", "context", "remember"]
+        assert "limit:" in json.loads(CairnTools(None).run("find", '{"query": "x", "limit": 0}'))["error"]
     """,
     "docs": """
         from pathlib import Path

@@ -15,7 +15,7 @@ from cairn.app.models import (  # noqa: F401 - the bodies the application takes,
     MemoryPut,
     _Body,
 )
-from cairn.core.requests import FindRequest, Mode
+from cairn.core.requests import MODE_HELP, FindRequest, Mode
 from cairn.engine.browse import Contents, Tree, TreeNode  # noqa: F401 - re-exported
 from cairn.engine.context import ContextBlock as ContextAnswer  # noqa: F401 - re-exported: the API answers the block as the library builds it
 
@@ -31,7 +31,7 @@ class FindBody(FindRequest):
 class SearchBody(FindRequest):
     """``POST /v1/search``: plans first (with the session when given); mode ``auto`` by default
     (thinking, or quick for a plan that carries the conversation in a second typed query)."""
-    mode: Mode = "auto"
+    mode: Mode = Field(default="auto", description=MODE_HELP)
     session_id: str | None = Field(default=None, description="plan with this session's summary and recent messages")
     rerank: bool = True
 

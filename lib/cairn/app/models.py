@@ -27,12 +27,12 @@ class MemoryPut(_Body):
     """``POST /v1/memories``: one memory of an end user, at ``cairn://user/{user}/memories/<category>/<key>``."""
 
     user: str | None = Field(default=None, description="the end user (default: the one your credentials are bound to)")
-    text: str = Field(min_length=1, max_length=20_000)
+    text: str = Field(min_length=1, max_length=20_000, description="the fact, in a sentence or two about the user")
     category: str | None = Field(default=None, max_length=64,
                                  description="e.g. preferences, profile, entities, events, cases; default: profile "
                                              "(the answer's note says so)")
     key: str | None = Field(default=None, description="its name in the category; default: derived from the text")
-    title: str | None = None
+    title: str | None = Field(default=None, description="a short title (default: the text's first line)")
     metadata: dict[str, Any] | None = None
     source: str | None = Field(default=None, description="where it comes from: a URL, a message id")
 

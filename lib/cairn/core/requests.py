@@ -15,6 +15,7 @@ MAX_LIMIT = 100
 # quick: one search; thinking: hierarchical; auto (search()'s default): thinking, except a plan that
 # carries the conversation in a second typed query, searched quick (:func:`cairn.engine.stages.for_plan`)
 Mode = Literal["quick", "thinking", "auto"]
+MODE_HELP = "quick: one scoped search; thinking: descend the folder tree; auto: thinking, or quick for a follow-up turn"
 
 
 def is_text(value: str) -> bool:
@@ -41,15 +42,16 @@ class FindRequest(BaseModel):
     def _no_tenant(cls, data: Any) -> Any:
         return no_tenant(data)
 
-    query: str
-    context_type: ContextType | None = None
-    target_uris: tuple[str, ...] = ()
-    user: str | None = None
-    limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
-    mode: Mode = "quick"
+    query: str = Field(description="what to look for, in natural language")
+    context_type: ContextType | None = Field(default=None, description="only this context type (default: all three)")
+    target_uris: tuple[str, ...] = Field(default=(), description="search only under these cairn:// folders")
+    user: str | None = Field(default=None, description="the end user whose memories are searched too")
+    limit: int = Field(default=5, ge=1, le=MAX_LIMIT, description="results per context type at most")
+    mode: Mode = Field(default="quick", description=MODE_HELP)
     hybrid: bool | None = None  # fuse dense and keyword scores where the backend can; None: the settings' default
     collapse_chunks: bool = True  # one result per document (its best chunk); False: every chunk
-    filter: dict[str, Any] | None = None
+    filter: dict[str, Any] | None = Field(default=None, description='a Mongo-style filter on the records, e.g. '
+                                                                   '{"metadata.team": "finance"} (docs/filters.md)')
     score_threshold: float | None = Field(default=None, ge=-1.0, le=1.0, allow_inf_nan=False)
     include_provenance: bool = False
 

@@ -175,9 +175,14 @@ export type ContextBody = {
      * Collapse Chunks
      */
     collapse_chunks?: boolean;
+    /**
+     * only this context type (default: all three)
+     */
     context_type?: ContextType | null;
     /**
      * Filter
+     *
+     * a Mongo-style filter on the records, e.g. {"metadata.team": "finance"} (docs/filters.md)
      */
     filter?: {
         [key: string]: unknown;
@@ -192,14 +197,20 @@ export type ContextBody = {
     include_provenance?: boolean;
     /**
      * Limit
+     *
+     * results per context type at most
      */
     limit?: number;
     /**
      * Mode
+     *
+     * quick: one scoped search; thinking: descend the folder tree; auto: thinking, or quick for a follow-up turn
      */
     mode?: 'quick' | 'thinking' | 'auto';
     /**
      * Query
+     *
+     * what to look for, in natural language
      */
     query: string;
     /**
@@ -218,10 +229,14 @@ export type ContextBody = {
     session_id?: string | null;
     /**
      * Target Uris
+     *
+     * search only under these cairn:// folders
      */
     target_uris?: Array<string>;
     /**
      * User
+     *
+     * the end user whose memories are searched too
      */
     user?: string | null;
 };
@@ -323,9 +338,14 @@ export type FindBody = {
      * Collapse Chunks
      */
     collapse_chunks?: boolean;
+    /**
+     * only this context type (default: all three)
+     */
     context_type?: ContextType | null;
     /**
      * Filter
+     *
+     * a Mongo-style filter on the records, e.g. {"metadata.team": "finance"} (docs/filters.md)
      */
     filter?: {
         [key: string]: unknown;
@@ -340,14 +360,20 @@ export type FindBody = {
     include_provenance?: boolean;
     /**
      * Limit
+     *
+     * results per context type at most
      */
     limit?: number;
     /**
      * Mode
+     *
+     * quick: one scoped search; thinking: descend the folder tree; auto: thinking, or quick for a follow-up turn
      */
     mode?: 'quick' | 'thinking' | 'auto';
     /**
      * Query
+     *
+     * what to look for, in natural language
      */
     query: string;
     /**
@@ -362,10 +388,14 @@ export type FindBody = {
     score_threshold?: number | null;
     /**
      * Target Uris
+     *
+     * search only under these cairn:// folders
      */
     target_uris?: Array<string>;
     /**
      * User
+     *
+     * the end user whose memories are searched too
      */
     user?: string | null;
 };
@@ -630,10 +660,14 @@ export type MemoryPut = {
     source?: string | null;
     /**
      * Text
+     *
+     * the fact, in a sentence or two about the user
      */
     text: string;
     /**
      * Title
+     *
+     * a short title (default: the text's first line)
      */
     title?: string | null;
     /**
@@ -827,9 +861,14 @@ export type SearchBody = {
      * Collapse Chunks
      */
     collapse_chunks?: boolean;
+    /**
+     * only this context type (default: all three)
+     */
     context_type?: ContextType | null;
     /**
      * Filter
+     *
+     * a Mongo-style filter on the records, e.g. {"metadata.team": "finance"} (docs/filters.md)
      */
     filter?: {
         [key: string]: unknown;
@@ -844,14 +883,20 @@ export type SearchBody = {
     include_provenance?: boolean;
     /**
      * Limit
+     *
+     * results per context type at most
      */
     limit?: number;
     /**
      * Mode
+     *
+     * quick: one scoped search; thinking: descend the folder tree; auto: thinking, or quick for a follow-up turn
      */
     mode?: 'quick' | 'thinking' | 'auto';
     /**
      * Query
+     *
+     * what to look for, in natural language
      */
     query: string;
     /**
@@ -870,10 +915,14 @@ export type SearchBody = {
     session_id?: string | null;
     /**
      * Target Uris
+     *
+     * search only under these cairn:// folders
      */
     target_uris?: Array<string>;
     /**
      * User
+     *
+     * the end user whose memories are searched too
      */
     user?: string | null;
 };
