@@ -78,3 +78,10 @@ def test_a_question_no_fact_bears_on_gets_none_of_them(house):
     answer = _session_search(house, ANN, "how do I renew my passport?")
     assert answer.resources[0].uri.endswith("passport.md")
     assert not answer.memories
+
+
+def test_a_request_for_resources_only_gets_no_fact(house):
+    with CairnClient(house, ANN, retries=0) as ann:
+        session = ann.create_session()
+        answer = ann.search(COOK, session_id=session.id, limit=5, context_type="resource")
+    assert answer.resources and not answer.memories

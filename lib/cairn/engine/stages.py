@@ -207,10 +207,10 @@ def retrieve(
         standing = _standing(typed_query, vector, search_roots, request, store, tenant, trace)
         candidates = candidates + _own_memories(typed_query.query, vector, mem_roots, candidates, [s for _, s in mem_scores],
                                                 request, store, tenant, hybrid, weight, threshold, trace, standing)
-    elif typed_query.context_type is ContextType.RESOURCE and (standing := _standing(
+    elif typed_query.context_type is ContextType.RESOURCE and request.context_type is None and (standing := _standing(
             typed_query, vector, search_roots, request, store, tenant, trace)):
-        # a planner that typed its queries (an LLM's plan): the facts come with its resource query,
-        # on the scale of the memories the same rule keeps beside an untyped query
+        # a planner that typed its queries (an LLM's plan) of a request for every type: the facts come
+        # with its resource query, on the scale of the memories the rule keeps beside an untyped query
         scores = [s for _, s in raw_scores]
         bar = max(relevance_bar(raw, background=background_of(scores)), threshold + 1e-6)
         candidates = candidates + lifted(standing_beside([], standing, bar), max((finite(c.score) for c in candidates), default=0.0))
