@@ -1,0 +1,1 @@
+"""cairn inside agent frameworks: LangChain, LlamaIndex, and function tools for tool-calling models."""

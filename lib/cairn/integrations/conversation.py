@@ -1,0 +1,105 @@
+"""What the frameworks' chat histories share: a cairn session read as turns, appended to, and
+committed into its user's memories.
+
+A session keeps its latest messages and folds older ones into a summary (``CAIRN_SESSION_*``
+settings), so a session read back is :class:`Transcript`: that summary, then the messages after it.
+The history classes of :mod:`cairn.integrations.langchain` and :mod:`cairn.integrations.llamaindex`
+translate their frameworks' messages into :class:`Turn` and back; no framework is imported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from cairn.app.models import MemoryList
+from cairn.core.errors import RequestError
+from cairn.engine.memory import CommitResult
+from cairn.ports.sessions.base import ROLES, Message, Role, Session, SessionView
+
+MAX_RECENT = 1000  # the most messages one read returns (GET /v1/sessions/{id}?recent=)
+SUMMARY_PREFIX = "Summary of the earlier conversation: "
+
+
+class Converses(Protocol):
+    """The session methods a history calls: :class:`~cairn.inprocess.Cairn` and :class:`~cairn.client.CairnClient` have them."""
+
+    def create_session(self, user: str | None = None, ttl_s: int | None = None) -> Session: ...
+
+    def get_session(self, session_id: str, recent: int = 5) -> SessionView: ...
+
+    def delete_session(self, session_id: str) -> bool: ...
+
+    def append_message(self, session_id: str, role: str, content: str, *, name: str | None = None,
+                       created_at: float | None = None, idempotency_key: str | None = None) -> Message: ...
+
+    def commit(self, session_id: str) -> CommitResult: ...
+
+    def list_memories(self, user: str | None = None, *, category: str | None = None) -> MemoryList: ...
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message to append: who (``role``: user, assistant, system, tool), what, and the speaker's name."""
+
+    role: Role
+    content: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A session as cairn holds it: the summary of the messages it folded, then the messages after it."""
+
+    session: Session
+    summary: str
+    messages: list[Message]
+
+
+def role_of(role: str) -> Role:
+    """``role`` as cairn names it, or a :class:`~cairn.core.errors.RequestError` saying which are allowed."""
+    if role not in ROLES:
+        raise RequestError(f"message role {role!r} has no cairn equivalent; allowed: {', '.join(ROLES)}")
+    return role  # type: ignore[return-value]
+
+
+def open_session(cairn: Converses, session_id: str | None, user: str | None, ttl_s: int | None = None) -> str:
+    """The session to use: ``session_id`` when given, else a new one of ``user``."""
+    if session_id is not None:
+        if user is not None or ttl_s is not None:
+            raise RequestError("pass either session_id (an existing session) or user and ttl_s (a new one), not both")
+        return session_id
+    return cairn.create_session(user=user, ttl_s=ttl_s).id
+
+
+def read(cairn: Converses, session_id: str) -> Transcript:
+    """Everything the session holds, oldest first."""
+    view = cairn.get_session(session_id, recent=MAX_RECENT)
+    return Transcript(view.session, view.summary, list(view.recent))
+
+
+def append(cairn: Converses, session_id: str, turns: Iterable[Turn]) -> list[Message]:
+    """Append ``turns`` in order (each append carries an idempotency key, so a retry lands once)."""
+    return [cairn.append_message(session_id, turn.role, turn.content, name=turn.name) for turn in turns]
+
+
+def restart(cairn: Converses, session_id: str) -> str:
+    """Delete the session and start an empty one for the same user; the new session's id."""
+    user = cairn.get_session(session_id, recent=0).session.user
+    cairn.delete_session(session_id)
+    return cairn.create_session(user=user).id
+
+
+def memories(cairn: Converses, session_id: str, category: str | None = None) -> list[str]:
+    """What cairn remembers about the session's user (newest first)."""
+    user = cairn.get_session(session_id, recent=0).session.user
+    if user is None:
+        raise RequestError(f"session {session_id!r} belongs to no user, so it has no memories; "
+                           "start the history with user=...")
+    return [memory.text for memory in cairn.list_memories(user, category=category).memories]
+
+
+def commit(cairn: Converses, session_id: str) -> CommitResult:
+    """Turn the session's messages since its last commit into memories of its user."""
+    return cairn.commit(session_id)
