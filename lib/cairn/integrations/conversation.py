@@ -11,15 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from cairn.app.models import MemoryList
 from cairn.core.errors import RequestError
+from cairn.core.logging import get_logger
 from cairn.engine.memory import CommitResult
-from cairn.ports.sessions.base import ROLES, Message, Role, Session, SessionView
+from cairn.ports.sessions.base import Message, Session, SessionView
 
+log = get_logger(__name__)
 MAX_RECENT = 1000  # the most messages one read returns (GET /v1/sessions/{id}?recent=)
 SUMMARY_PREFIX = "Summary of the earlier conversation: "
+Speaker = Literal["user", "assistant"]  # what a session holds: the conversation between a user and the agent
+# the frameworks' names of the two sides
+SPEAKERS: dict[str, Speaker] = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
+                                "chatbot": "assistant", "model": "assistant"}
+# messages that are not the conversation itself: the agent's instructions and its tools' results
+LEFT_OUT = frozenset({"system", "developer", "tool", "function"})
 
 
 class Converses(Protocol):
@@ -41,9 +49,9 @@ class Converses(Protocol):
 
 @dataclass(frozen=True)
 class Turn:
-    """One message to append: who (``role``: user, assistant, system, tool), what, and the speaker's name."""
+    """One message to append: which side said it, what, and the speaker's name."""
 
-    role: Role
+    role: Speaker
     content: str
     name: str | None = None
 
@@ -57,11 +65,18 @@ class Transcript:
     messages: list[Message]
 
 
-def role_of(role: str) -> Role:
-    """``role`` as cairn names it, or a :class:`~cairn.core.errors.RequestError` saying which are allowed."""
-    if role not in ROLES:
-        raise RequestError(f"message role {role!r} has no cairn equivalent; allowed: {', '.join(ROLES)}")
-    return role  # type: ignore[return-value]
+def turn(role: str, text: str, name: str | None = None) -> Turn | None:
+    """A framework's message as the turn a session keeps, or ``None`` for one it does not keep (logged):
+    a system or tool message (the agent's instructions and its tools' output stay in the prompt, not in
+    the conversation), or one without text (an assistant message that only calls tools)."""
+    if role in LEFT_OUT or not text.strip():
+        log.warning("message not kept in the cairn session", role=role,
+                    why="not part of the conversation" if role in LEFT_OUT else "no text")
+        return None
+    if role not in SPEAKERS:
+        raise RequestError(f"message role {role!r} is not one cairn knows; allowed: "
+                           f"{', '.join([*SPEAKERS, *sorted(LEFT_OUT)])} (the last {len(LEFT_OUT)} are not kept)")
+    return Turn(SPEAKERS[role], text, name)
 
 
 def open_session(cairn: Converses, session_id: str | None, user: str | None, ttl_s: int | None = None) -> str:

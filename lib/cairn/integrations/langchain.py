@@ -24,15 +24,12 @@ searches with the conversation.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ConfigDict, Field, model_validator
 
 from cairn.core.errors import MissingExtra
-from cairn.core.kinds import ContextType
-from cairn.core.logging import get_logger
 from cairn.engine.memory import CommitResult
 from cairn.integrations import conversation, retrieval
 from cairn.integrations.conversation import SUMMARY_PREFIX, Converses, Turn
@@ -43,22 +40,13 @@ try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
     from langchain_core.chat_history import BaseChatMessageHistory
     from langchain_core.documents import Document
-    from langchain_core.messages import (
-        AIMessage,
-        BaseMessage,
-        ChatMessage,
-        FunctionMessage,
-        HumanMessage,
-        SystemMessage,
-        ToolMessage,
-    )
+    from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage
     from langchain_core.retrievers import BaseRetriever
 except ImportError as missing:  # the extra is not installed: say which one
     if (missing.name or "").partition(".")[0] != "langchain_core":
         raise
     raise MissingExtra("cairn.integrations.langchain", "langchain", "langchain_core") from None
 
-log = get_logger(__name__)
 __all__ = ["CairnChatMessageHistory", "CairnRetriever"]
 
 
@@ -75,7 +63,7 @@ class CairnRetriever(BaseRetriever):
     cairn: Any
     async_cairn: Any = None
     limit: int | None = None
-    context_type: ContextType | None = None
+    context_type: str | None = None  # memory, resource or skill
     target_uris: list[str] = Field(default_factory=list)
     filter: dict[str, Any] | None = None
     session_id: str | None = None
@@ -154,39 +142,18 @@ class CairnChatMessageHistory(BaseChatMessageHistory):
         return CairnRetriever(cairn=self.cairn, session_id=self.session_id, **options)
 
 
-_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant", "system": "system",
-          "developer": "system", "tool": "tool", "function": "tool"}
-
-
 def turn_of(message: BaseMessage) -> Turn | None:
-    """A LangChain message as a cairn turn; ``None`` (logged) for one with no text and no tool call."""
-    if isinstance(message, HumanMessage):
-        role = "user"
-    elif isinstance(message, AIMessage):
-        role = "assistant"
-    elif isinstance(message, SystemMessage):
-        role = "system"
-    elif isinstance(message, ToolMessage | FunctionMessage):
-        role = "tool"
-    else:
-        said = message.role if isinstance(message, ChatMessage) else message.type
-        role = conversation.role_of(_ROLES.get(said, said))
-    text = str(message.text)
-    if not text.strip() and isinstance(message, AIMessage) and message.tool_calls:
-        text = "tool calls: " + json.dumps([{"name": c["name"], "args": c["args"]} for c in message.tool_calls])
-    if not text.strip():
-        log.warning("message without text not appended", role=role, message_id=message.id)
-        return None
-    name = message.name or (message.tool_call_id if isinstance(message, ToolMessage) else None)
-    return Turn(conversation.role_of(role), text, name)
+    """A LangChain message as the turn a cairn session keeps (``None``: one it does not keep, see
+    :func:`cairn.integrations.conversation.turn`)."""
+    role = message.role if isinstance(message, ChatMessage) else message.type.removesuffix("MessageChunk").lower()
+    return conversation.turn(role, str(message.text), message.name)
 
 
 def message_of(message: Message) -> BaseMessage:
-    """A cairn message as LangChain's message of its role."""
+    """A cairn message as LangChain's message of its side (a session written in process may also hold
+    system and tool messages: they come back as system messages)."""
     if message.role == "user":
         return HumanMessage(message.content, name=message.name)
     if message.role == "assistant":
         return AIMessage(message.content, name=message.name)
-    if message.role == "system":
-        return SystemMessage(message.content, name=message.name)
-    return ToolMessage(message.content, tool_call_id=message.name or "", name=message.name)
+    return SystemMessage(message.content, name=message.name)

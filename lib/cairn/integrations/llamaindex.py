@@ -115,15 +115,14 @@ class CairnChatStore(BaseChatStore):
         return (summary if transcript.summary else []) + [message_of(m) for m in transcript.messages]
 
     def add_message(self, key: str, message: ChatMessage) -> None:
-        conversation.append(self.cairn, key, [turn_of(message)])
+        conversation.append(self.cairn, key, [t for t in [turn_of(message)] if t is not None])
 
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
         """Append what ``messages`` adds after the messages the session holds (sessions are append-only)."""
         held = [(m.role, m.content) for m in conversation.read(self.cairn, key).messages]
-        given = [m for m in messages if not _is_summary(m)]
-        turns = [turn_of(m) for m in given]
+        turns = [t for t in (turn_of(m) for m in messages if not _is_summary(m)) if t is not None]
         if [(t.role, t.content) for t in turns[:len(held)]] != held:
-            raise RequestError(f"session {key!r} holds {len(held)} messages that the {len(given)} given do not start "
+            raise RequestError(f"session {key!r} holds {len(held)} messages that the {len(turns)} given do not start "
                                "with; a cairn session is append-only: add messages, or delete_messages(key) and "
                                "start a new session")
         conversation.append(self.cairn, key, turns[len(held):])
@@ -156,26 +155,19 @@ class CairnChatStore(BaseChatStore):
         return conversation.memories(self.cairn, key, category)
 
 
-_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system", "tool": "tool",
-          "function": "tool", "chatbot": "assistant", "model": "assistant"}
-
-
 def _is_summary(message: ChatMessage) -> bool:
     return message.role == MessageRole.SYSTEM and (message.content or "").startswith(SUMMARY_PREFIX)
 
 
-def turn_of(message: ChatMessage) -> Turn:
-    """A LlamaIndex chat message as a cairn turn."""
-    role = MessageRole(message.role).value
-    extra = message.additional_kwargs
-    name = extra.get("name") or extra.get("tool_call_id")
-    return Turn(conversation.role_of(_ROLES.get(role, role)), message.content or "",
-                name if isinstance(name, str) else None)
+def turn_of(message: ChatMessage) -> Turn | None:
+    """A LlamaIndex chat message as the turn a cairn session keeps (``None``: one it does not keep, see
+    :func:`cairn.integrations.conversation.turn`)."""
+    name = message.additional_kwargs.get("name")
+    return conversation.turn(MessageRole(message.role).value, message.content or "",
+                             name if isinstance(name, str) else None)
 
 
 def message_of(message: Message) -> ChatMessage:
     """A cairn message as a LlamaIndex chat message."""
-    extra: dict[str, Any] = {}
-    if message.name:
-        extra["tool_call_id" if message.role == "tool" else "name"] = message.name
+    extra = {"name": message.name} if message.name else {}
     return ChatMessage(role=MessageRole(message.role), content=message.content, additional_kwargs=extra)
