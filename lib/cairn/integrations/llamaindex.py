@@ -19,9 +19,10 @@ session user's memories included); without, ``find``.
 keys are cairn session ids: ``store.start(user="ann")`` opens one. cairn sessions are append-only,
 so a message cannot be deleted one by one (the whole session can).
 
-llama-index-core counts tokens with tiktoken and splits sentences with NLTK; it ships both
-caches in its wheel and uses them unless ``TIKTOKEN_CACHE_DIR`` or ``NLTK_DATA`` point elsewhere,
-so a query engine over this retriever runs offline.
+llama-index-core counts tokens with tiktoken and ships the data of its default encoding in its own
+wheel (``llama_index/core/_static``); it uses it unless ``TIKTOKEN_CACHE_DIR`` points elsewhere, so
+a query engine or a chat engine over this retriever runs without a network (tests/integration/
+test_llamaindex.py runs them with every connection but the loopback refused).
 """
 
 from __future__ import annotations
