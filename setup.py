@@ -6,6 +6,7 @@ when cairn is installed from PyPI."""
 from setuptools import find_namespace_packages, setup
 
 setup(
-    packages=[*find_namespace_packages("lib", include=["cairn", "cairn.*"]), "cairn._docs", "cairn._docs.concepts"],
+    packages=[*find_namespace_packages("lib", include=["cairn", "cairn.*"]), "cairn._docs", "cairn._docs.concepts",
+              "cairn._docs.integrations"],
     package_dir={"": "lib", "cairn._docs": "docs"},
 )
