@@ -219,6 +219,18 @@ def test_the_history_keeps_the_conversation_and_clear_starts_afresh(ann):
     assert ann.get_session(history.session_id).session.user == "ann"
 
 
+def test_a_long_conversation_reads_back_as_its_summary_then_its_latest_messages(ann):
+    """cairn folds a session's older messages into a summary (this test runs last: its turns become
+    episodes of ann's memories); the history reads it back as a system message first."""
+    history = CairnChatMessageHistory(ann, user="ann")
+    history.add_messages([m for i in range(30) for m in (HumanMessage(f"Question {i} about my order."),
+                                                          AIMessage(f"Answer {i}."))])
+    got = history.messages
+    assert isinstance(got[0], SystemMessage) and str(got[0].text).startswith("Summary of the earlier conversation: ")
+    assert "Question 0 about my order." in str(got[0].text)
+    assert str(got[-1].text) == "Answer 29." and 1 < len(got) < 60
+
+
 # its ainvoke test is a coroutine (pytest-asyncio, strict mode); the suite's sync tests take the mark too
 @pytest.mark.asyncio
 @pytest.mark.filterwarnings("ignore:The test <Function .* is marked with '@pytest.mark.asyncio' but it is not an async")
