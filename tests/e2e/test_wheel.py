@@ -1,7 +1,8 @@
 """The built wheel, installed as a user installs it: `cairn-context[...]` in a fresh venv, outside
 the checkout. With `[local,docs,mcp]` it ingests the sample handbook (its PDF and HTML page
 included), answers, runs `cairn demo` and serves its MCP tools over stdio; each extra alone does
-what it is for.
+what it is for (`[langchain]` and `[llamaindex]`: their docs pages' Python, run against the venv's
+`cairn serve`).
 
 One venv holds the wheel with every extra (installed constrained to the dev lock's versions, cached
 under `.tools/wheel-venvs/` by the requirements, and the wheel reinstalled on every run). Each test
