@@ -1,8 +1,8 @@
 """What the frameworks' chat histories share: a cairn session read as turns, appended to, and
 committed into its user's memories.
 
-A session keeps its latest messages and folds older ones into a summary (``CAIRN_SESSION_*``
-settings), so a session read back is :class:`Transcript`: that summary, then the messages after it.
+A session keeps its latest messages and folds older ones into a summary (docs/sessions.md), so a
+session read back is :class:`Transcript`: that summary, then the messages after it.
 The history classes of :mod:`cairn.integrations.langchain` and :mod:`cairn.integrations.llamaindex`
 translate their frameworks' messages into :class:`Turn` and back; no framework is imported here.
 """
