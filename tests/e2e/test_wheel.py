@@ -1,7 +1,8 @@
 """The built wheel, installed as a user installs it: `cairn-context[...]` in a fresh venv, outside
 the checkout. With `[local,docs,mcp]` it ingests the sample handbook (its PDF and HTML page
 included), answers, runs `cairn demo` and serves its MCP tools over stdio; each extra alone does
-what it is for.
+what it is for (`[langchain]` and `[llamaindex]`: their docs pages' Python, run against the venv's
+`cairn serve`).
 
 One venv holds the wheel with every extra (installed constrained to the dev lock's versions, cached
 under `.tools/wheel-venvs/` by the requirements, and the wheel reinstalled on every run). Each test
@@ -20,9 +21,12 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
+
+from tests.ports import free_port
 
 # one worker runs this module (make test: pytest -n auto --dist loadfile): its tests share one venv
 pytestmark = pytest.mark.e2e
@@ -73,7 +77,7 @@ def wheel(tmp_path_factory) -> Path:
     return found
 
 
-EXTRAS = ("local", "docs", "mcp", "code", "aws", "pinecone", "opensearch", "llm", "serve")
+EXTRAS = ("local", "docs", "mcp", "code", "aws", "pinecone", "opensearch", "llm", "serve", "langchain", "llamaindex")
 ONLY = "CAIRN_WHEEL_ONLY_EXTRAS"  # read by the venv's sitecustomize: the extras a test may use
 
 # Written into the test venv: with CAIRN_WHEEL_ONLY_EXTRAS set, the venv acts as if only the base
@@ -315,6 +319,79 @@ EXERCISES = {
 def test_each_extra_alone_installs_and_works(venv, tmp_path, extra):
     script = f"HANDBOOK = {str(HANDBOOK)!r}\n" + textwrap.dedent(EXERCISES[extra])
     _run([str(venv / "python"), "-c", script], tmp_path, **only(*([extra] if extra else [])))
+
+
+@pytest.fixture(scope="module")
+def served_handbook(venv, tmp_path_factory):
+    """The venv's `cairn serve` (as `[local]` alone) over the handbook, ingested by the venv's `cairn
+    ingest` (`[local,docs]`); its port."""
+    home = tmp_path_factory.mktemp("served")
+    _run([str(venv / "cairn"), "ingest", str(HANDBOOK), "--uri", "cairn://resources/handbook"], home, **only("local", "docs"))
+    port = free_port()
+    server = subprocess.Popen([str(venv / "cairn"), "serve", "--port", str(port), "--workers", "1"], cwd=home,
+                              env=_env(**only("local")), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/v1/health", server)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _wait_for(url: str, server: subprocess.Popen[bytes]) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 300  # a fresh process loads the model and warms the store first
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise AssertionError(f"cairn serve ended with {server.returncode}: {server.stderr.read().decode()[-3000:]}")  # type: ignore[union-attr]
+        try:
+            httpx.get(url, timeout=2)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    raise AssertionError(f"{url} did not answer within 300 s")
+
+
+@pytest.mark.parametrize("extra", ["langchain", "llamaindex"])
+def test_a_framework_extra_alone_runs_its_docs_page_against_cairn_serve(venv, served_handbook, tmp_path, extra):
+    """`cairn-context[langchain]` (or `[llamaindex]`) alone: the Python of docs/integrations/<extra>.md
+    runs as written, in the venv's interpreter, against the venv's `cairn serve`, and prints what the
+    page shows; without the extra, the import names it."""
+    from tests.docs.blocks import blocks
+
+    page = REPO / "docs" / "integrations" / f"{extra}.md"
+    code = [b for b in blocks(page) if b.kind == "python" and b.runnable and b.expected_exit == 0]
+    runner = subprocess.Popen([str(venv / "python"), str(REPO / "tests" / "docs" / "pyrunner.py")], cwd=tmp_path,
+                              env=_env(**only(extra)), text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    port = str(served_handbook)
+    try:
+        for block in code:
+            runner.stdin.write(json.dumps({"code": block.code.replace("8080", port), "where": block.where}) + "\n")  # type: ignore[union-attr]
+            runner.stdin.flush()  # type: ignore[union-attr]
+            reply = json.loads(runner.stdout.readline())  # type: ignore[union-attr]
+            assert reply["ok"], f"{block.where}\n{block.code}\n{reply['stdout']}{reply['error']}"
+            if block.output is not None:
+                assert _shows(block.output.code.replace("8080", port), reply["stdout"]), (block.where, reply["stdout"])
+    finally:
+        runner.stdin.close()  # type: ignore[union-attr]
+        runner.wait(timeout=60)
+    missing = _run([str(venv / "python"), "-c", textwrap.dedent(f"""
+        from cairn.core.errors import MissingExtra
+        try:
+            import cairn.integrations.{extra}
+        except MissingExtra as exc:
+            assert "pip install 'cairn-context[{extra}]'" in str(exc), exc
+        else:
+            raise AssertionError("cairn.integrations.{extra} imported without its extra")
+    """)], tmp_path, **only("local"))
+    assert missing.returncode == 0
+
+
+def _shows(want: str, got: str) -> bool:
+    import doctest
+
+    return doctest.OutputChecker().check_output(want, got, doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
 
 
 def test_local_alone_runs_the_demo(venv, tmp_path):
