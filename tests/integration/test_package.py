@@ -88,7 +88,8 @@ def test_what_the_layers_drop_is_never_imported(build):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("opensearchpy")
     dropped = {"huggingface_hub", "hf_xet", "fsspec", "tqdm", "yaml", "filelock", "httpx2", "httpcore2",
-               "truststore", "click", "grpc", "opensearch_protobufs", "google", "flatbuffers", "uvicorn", "pinecone._grpc", *(p.replace("/", ".") for p in build.ONNX_TOOLS)}
+               "truststore", "click", "grpc", "opensearch_protobufs", "google", "flatbuffers", "uvicorn", "pinecone._grpc",
+               "pydantic.v1", "numpy._core._simd", "numpy._core._multiarray_tests", *(p.replace("/", ".") for p in build.ONNX_TOOLS)}
     code = _BLOCK.format(blocked=sorted(dropped)) + """
 from cairn.ports.embeddings.local import LocalEmbedder
 assert LocalEmbedder().embed(['a short text']).shape == (1, 384)
@@ -102,10 +103,13 @@ from pinecone import Index
 
 def test_litellm_answers_without_what_the_llm_layer_drops(build):
     """Completion, embedding and token counting (which falls back to tiktoken, and says so) with
-    tokenizers, huggingface-hub, fsspec and filelock blocked."""
+    tokenizers, huggingface-hub, fsspec, filelock, pydantic.v1, LibYAML and aiohttp's speedups blocked."""
     pytest.importorskip("litellm")
     assert {"tokenizers", "huggingface-hub", "fsspec", "filelock"} <= build.layers()["llm"].drop
-    code = _BLOCK.format(blocked=["tokenizers", "huggingface_hub", "fsspec", "filelock"]) + """
+    speedups = ["aiohttp._http_parser", "aiohttp._http_writer", "aiohttp._websocket.mask", "aiohttp._websocket.reader_c"]
+    assert [f"{m.replace('.', '/')}.*.so" for m in speedups] == list(build.AIOHTTP_SPEEDUPS)
+    code = _BLOCK.format(blocked=["tokenizers", "huggingface_hub", "fsspec", "filelock", "pydantic.v1", "yaml._yaml",
+                                  *speedups]) + """
 import litellm
 answer = litellm.completion(model="openai/gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], mock_response="hello")
 assert answer.choices[0].message.content == "hello"

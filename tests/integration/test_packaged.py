@@ -439,7 +439,8 @@ candidates = [Candidate(record=ContextRecord.build(tenant="acme", uri="cairn://r
               for k, t in texts.items()]
 reranked = LiteLLMReranker(model="cohere/rerank-v3.5", api_base=url, api_key="test", backoff_s=0.0).rerank(
     "when do refunds reach the card", candidates)
-import litellm
+import aiohttp.http_parser, litellm
+assert aiohttp.http_parser.HttpResponseParser is aiohttp.http_parser.HttpResponseParserPy  # its speedups are left out
 deepseek = litellm.token_counter(model="deepseek/deepseek-chat", messages=[{"role": "user", "content": "hello world"}])
 print(json.dumps({"plan": plan, "shape": list(vectors.shape), "first": reranked.candidates[0].uri,
                   "fallback": reranked.fallback, "deepseek_tokens": deepseek,
@@ -450,7 +451,7 @@ print(json.dumps({"plan": plan, "shape": list(vectors.shape), "first": reranked.
 def test_cairns_litellm_calls_answer_in_the_packaged_llm_layer():
     """The LLM, embedder and reranker of cairn over LiteLLM, in a process that sees only core, the llm
     layer (pruned as `make package` prunes it: no module that cannot load, no DeepSeek tokenizer data,
-    no LibYAML binding) and the runtime, against a server speaking OpenAI's and Cohere's wire formats:
+    no LibYAML binding, no aiohttp speedups, no pydantic.v1) and the runtime, against a server speaking OpenAI's and Cohere's wire formats:
     real requests, no mock_response. Every module the calls load comes from those folders."""
     from tests.emulators.embeddings_emulator import EmbeddingsEmulator
 
@@ -462,6 +463,7 @@ def test_cairns_litellm_calls_answer_in_the_packaged_llm_layer():
     assert not (llm / "litellm" / "proxy" / "proxy_server.pyc").exists()  # imports fastapi: cannot load here
     assert (llm / "litellm" / "proxy" / "_types.pyc").is_file()  # loads, and litellm.utils imports it
     assert not list((llm / "litellm").rglob("deepseek_tokenizer.json")) and not list((llm / "yaml").glob("_yaml*"))
+    assert not list((llm / "aiohttp").rglob("*.so")) and not (core / "pydantic" / "v1").exists()
     emulator = EmbeddingsEmulator()
     emulator.converse_for["refunds to my card"] = '{"reasoning": "r", "queries": []}'
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
