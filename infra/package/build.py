@@ -367,7 +367,9 @@ def prune_layer(layer: Layer, target: Path) -> None:
         for path in [p for p in target.glob(pattern) if p not in kept]:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     for package in layer.unloadable_in:
-        remove_unloadable(target, package, layer.absent)
+        gone = remove_unloadable(target, package, layer.absent)
+        print(f"layer {layer.name}: left out {len(gone):,} modules of {package} that cannot load without "
+              f"a package no layer ships (infra/package/unloadable.py)")
 
 
 def top_level_names(target: Path) -> set[str]:
