@@ -111,6 +111,11 @@ class Layer:
     unloadable_in: tuple[str, ...] = ()
     absent: frozenset[str] = frozenset()
 
+    def inputs(self) -> str:
+        """The definition as text, the same in every process (a set's order follows the string hash,
+        which differs between processes): part of the digest that lets a build reuse the layer."""
+        return repr([(k, sorted(v) if isinstance(v, frozenset) else v) for k, v in sorted(vars(self).items())])
+
 
 # removed from every layer: tests of the packages, type stubs, C and Cython sources and headers (none
 # is imported or read at run time; a compiled extension was built from them)
@@ -333,7 +338,7 @@ def build_layer(name: str, out: Path, python: str, wheels: Path = WHEELS) -> Pat
         raise SystemExit(f"{lockfile.relative_to(REPO)} is missing: run `python infra/package/build.py lock`")
     target = out / "python"
     stamp = out / ".lock.sha256"  # the lock the installed packages came from: unchanged -> reuse them
-    inputs = repr((layer, COMMON_PRUNE, KEEP_SOURCE, READS_SOURCE.pattern, CACHE_TAG, PRUNE_RULES))
+    inputs = repr((layer.inputs(), COMMON_PRUNE, KEEP_SOURCE, READS_SOURCE.pattern, CACHE_TAG, PRUNE_RULES))
     digest = hashlib.sha256(lockfile.read_bytes() + inputs.encode()).hexdigest()
     if target.exists() and stamp.exists() and stamp.read_text() == digest:
         if layer.with_cairn:

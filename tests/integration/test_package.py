@@ -294,3 +294,14 @@ def test_no_layer_ships_what_a_layer_treats_as_absent(build, tmp_path):
     assert build.shipped_absent({"core": layer}) == []  # core declares nothing absent
     problems = build.shipped_absent({"llm": layer})
     assert len(problems) == 1 and "['fastapi']" in problems[0]
+
+
+def test_a_layers_definition_reads_the_same_in_every_process(build):
+    """The digest that lets a build reuse an installed layer: a set's order follows the string hash,
+    which each process seeds anew, so the definition is written with its sets sorted."""
+    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('b', sys.argv[1]); "
+            "m = importlib.util.module_from_spec(spec); sys.modules['b'] = m; spec.loader.exec_module(m); "
+            "print(m.layers()['llm'].inputs())")
+    seen = {subprocess.run([sys.executable, "-c", code, str(REPO / "infra/package/build.py")], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}, check=True).stdout for seed in (1, 2, 3)}
+    assert len(seen) == 1 and "fastapi" in seen.pop()
