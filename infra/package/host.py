@@ -87,7 +87,8 @@ def build_layer(name: str, out: Path) -> Path:
     layer = build.layers()[name]
     lockfile = build.LOCKS / f"{name}.txt"
     target = out / "python"
-    inputs = repr((layer, build.COMMON_PRUNE, build.KEEP_SOURCE, build.READS_SOURCE.pattern, _interpreter_tag(), BYTECODE))
+    inputs = repr((layer.inputs(), build.COMMON_PRUNE, build.KEEP_SOURCE, build.READS_SOURCE.pattern, build.PRUNE_RULES,
+                   _interpreter_tag(), BYTECODE))
     digest = hashlib.sha256(lockfile.read_bytes() + inputs.encode()).hexdigest()
     if not _stamped(out, digest):
         shutil.rmtree(out, ignore_errors=True)

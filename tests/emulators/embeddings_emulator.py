@@ -6,6 +6,10 @@
   answer ``{"id", "texts", "embeddings", "response_type": "embeddings_floats"}``. Errors carry
   ``x-amzn-ErrorType`` and ``{"message"}``, as Bedrock sends them. The input token count is the
   ``X-Amzn-Bedrock-Input-Token-Count`` header.
+- OpenAI ``POST /v1/chat/completions`` answers like Converse (``converse_for``, else ``converse_default``),
+  as a ``chat.completion`` with usage; Cohere ``POST /v1/rerank`` or ``/v2/rerank`` ``{"query", "documents"}``
+  answers ``{"results": [{"index", "relevance_score"}]}`` scored by the words a document shares with the
+  query (LiteLLM's clients as a Lambda function runs them).
 - OpenAI ``POST /v1/embeddings`` ``{"model", "input", "encoding_format"?, "dimensions"?}`` answers
   ``{"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model", "usage"}``;
   ``encoding_format: "base64"`` (what the openai SDK asks for by default) gives little-endian
@@ -72,6 +76,10 @@ class EmbeddingsEmulator:
                     self._converse(body)
                 elif method == "POST" and path.endswith("/embeddings"):
                     self._openai(body)
+                elif method == "POST" and path.endswith("/chat/completions"):
+                    self._chat(body)
+                elif method == "POST" and path.endswith("/rerank"):
+                    self._rerank(body)
                 else:
                     self._send(404, {"message": f"no route {method} {path}"})
 
@@ -118,6 +126,25 @@ class EmbeddingsEmulator:
                 self._send(200, {"output": {"message": {"role": "assistant", "content": [{"text": text}]}},
                                  "stopReason": "end_turn", "metrics": {"latencyMs": 5},
                                  "usage": {"inputTokens": asked, "outputTokens": out_tokens, "totalTokens": asked + out_tokens}})
+
+            def _chat(self, body: dict[str, Any]) -> None:
+                """OpenAI chat completions: the answer Converse would give to the same messages."""
+                prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+                text = next((answer for key, answer in emulator.converse_for.items() if key in prompt), emulator.converse_default)
+                asked, out_tokens = len(prompt.split()), len(text.split())
+                self._send(200, {"id": "chatcmpl-emulator", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": text}}],
+                                 "usage": {"prompt_tokens": asked, "completion_tokens": out_tokens,
+                                           "total_tokens": asked + out_tokens}})
+
+            def _rerank(self, body: dict[str, Any]) -> None:
+                words = set(str(body.get("query", "")).lower().split())
+                docs = [d if isinstance(d, str) else str(d.get("text", "")) for d in body.get("documents", [])]
+                scores = [len(words & set(d.lower().split())) / (len(words) or 1) for d in docs]
+                order = sorted(range(len(docs)), key=lambda i: -scores[i])
+                self._send(200, {"id": "rerank-emulator", "meta": {"billed_units": {"search_units": 1}},
+                                 "results": [{"index": i, "relevance_score": scores[i]} for i in order]})
 
             def _openai(self, body: dict[str, Any]) -> None:
                 texts = body.get("input")

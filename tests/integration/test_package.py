@@ -6,6 +6,7 @@ build downloads every layer's wheels: `make package`; one small layer is built h
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -87,7 +88,8 @@ def test_what_the_layers_drop_is_never_imported(build):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("opensearchpy")
     dropped = {"huggingface_hub", "hf_xet", "fsspec", "tqdm", "yaml", "filelock", "httpx2", "httpcore2",
-               "truststore", "click", "grpc", "opensearch_protobufs", "google", "flatbuffers", "uvicorn", "pinecone._grpc", *(p.replace("/", ".") for p in build.ONNX_TOOLS)}
+               "truststore", "click", "grpc", "opensearch_protobufs", "google", "flatbuffers", "uvicorn", "pinecone._grpc",
+               "pydantic.v1", "numpy._core._simd", "numpy._core._multiarray_tests", *(p.replace("/", ".") for p in build.ONNX_TOOLS)}
     code = _BLOCK.format(blocked=sorted(dropped)) + """
 from cairn.ports.embeddings.local import LocalEmbedder
 assert LocalEmbedder().embed(['a short text']).shape == (1, 384)
@@ -101,10 +103,13 @@ from pinecone import Index
 
 def test_litellm_answers_without_what_the_llm_layer_drops(build):
     """Completion, embedding and token counting (which falls back to tiktoken, and says so) with
-    tokenizers, huggingface-hub, fsspec and filelock blocked."""
+    tokenizers, huggingface-hub, fsspec, filelock, pydantic.v1, LibYAML and aiohttp's speedups blocked."""
     pytest.importorskip("litellm")
     assert {"tokenizers", "huggingface-hub", "fsspec", "filelock"} <= build.layers()["llm"].drop
-    code = _BLOCK.format(blocked=["tokenizers", "huggingface_hub", "fsspec", "filelock"]) + """
+    speedups = ["aiohttp._http_parser", "aiohttp._http_writer", "aiohttp._websocket.mask", "aiohttp._websocket.reader_c"]
+    assert [f"{m.replace('.', '/')}.*.so" for m in speedups] == list(build.AIOHTTP_SPEEDUPS)
+    code = _BLOCK.format(blocked=["tokenizers", "huggingface_hub", "fsspec", "filelock", "pydantic.v1", "yaml._yaml",
+                                  *speedups]) + """
 import litellm
 answer = litellm.completion(model="openai/gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], mock_response="hello")
 assert answer.choices[0].message.content == "hello"
@@ -203,3 +208,100 @@ def test_the_report_fails_past_230_mb_and_flags_what_is_past_200_mb(build, capsy
     assert "against Lambda's limit of 262.1 MB (the build fails past 230.0 MB; the aim is 200.0 MB)" in out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
     assert "OVER THE BUILD'S LIMIT" in lines["ingest"] and "above the headroom aim" in lines["api"]
+
+
+@pytest.fixture(scope="module")
+def rule(build):
+    """infra/package/unloadable.py, as build.py imported it."""
+    return sys.modules["unloadable"]
+
+
+def test_a_module_that_imports_what_no_layer_ships_as_it_loads_is_left_out_and_nothing_else(rule, tmp_path):
+    pkg = tmp_path / "pkg"
+    files = {
+        "__init__.py": "",
+        "web.py": "import fastapi\n",  # fails at load
+        "uses_web.py": "from .web import app\n",  # imports a module that fails at load
+        "lazy.py": "def serve():\n    import fastapi\n",  # only when called
+        "guarded.py": "try:\n    import fastapi\nexcept ImportError:\n    fastapi = None\n",
+        "typing_only.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import fastapi\n",
+        "in_class.py": "class A:\n    from pkg.web import app\n",
+        "server/__init__.py": "from starlette import routing\n",
+        "server/helpers.py": "X = 1\n",  # its package cannot load, so neither can it
+        "server/page.html": "<p>kept: a module that loads may read it</p>",
+        "client.py": "import json\nfrom pkg import lazy\n",
+    }
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    why = rule.remove_unloadable(tmp_path, "pkg", frozenset({"fastapi", "starlette"}))
+    assert sorted(why) == ["pkg.in_class", "pkg.server", "pkg.server.helpers", "pkg.uses_web", "pkg.web"]
+    assert why["pkg.web"] == "it imports fastapi, which no layer ships"
+    assert why["pkg.uses_web"] == "it imports pkg.web, which cannot load"
+    assert why["pkg.server.helpers"] == "its package pkg.server cannot load"
+    left = sorted(p.relative_to(pkg).as_posix() for p in pkg.rglob("*") if p.is_file())
+    assert left == ["__init__.py", "client.py", "guarded.py", "lazy.py", "server/page.html", "typing_only.py"]
+
+
+_CANNOT_LOAD = """
+import importlib, json, sys
+flagged = json.loads(sys.argv[1])
+every = set(flagged)
+import litellm
+loaded = []
+for name in flagged:
+    for left in [m for m in sys.modules if m in every]:  # a failed package import can leave a child behind
+        del sys.modules[left]
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        continue
+    loaded.append(name)
+print(json.dumps(loaded))
+"""
+
+
+def test_what_the_llm_layer_leaves_out_of_litellm_cannot_load_without_what_no_layer_ships(build, rule):
+    """The litellm of this environment (the llm lock's version): every module the rule finds fails to
+    import with the absent packages blocked; cairn's calls never load one (test_packaged.py)."""
+    from importlib.metadata import version
+
+    spec = importlib.util.find_spec("litellm")  # located, not imported: the subprocess imports it
+    if spec is None or spec.origin is None:
+        pytest.skip("litellm is not installed here")
+
+    pinned = [ln.split()[0] for ln in (REPO / "infra/package/locks/llm.txt").read_text().splitlines() if ln.startswith("litellm==")]
+    assert pinned == [f"litellm=={version('litellm')}"], "the llm lock and this environment hold different litellm versions"
+    layer = build.layers()["llm"]
+    root = Path(spec.origin).parents[1]
+    why = rule.unloadable(root, "litellm", layer.absent)
+    assert "litellm.proxy.proxy_server" in why and len(why) > 400
+    for kept in ("litellm", "litellm.main", "litellm.utils", "litellm.llms.openai.openai", "litellm.proxy._types"):
+        assert kept not in why, (kept, why.get(kept))
+    code = _BLOCK.format(blocked=sorted(layer.absent)) + _CANNOT_LOAD
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(sorted(why))], capture_output=True, text=True,
+                         timeout=600, env=env, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_no_layer_ships_what_a_layer_treats_as_absent(build, tmp_path):
+    layer = tmp_path / "python"
+    (layer / "fastapi").mkdir(parents=True)
+    (layer / "numpy.libs").mkdir()
+    (layer / "six.pyc").write_bytes(b"")
+    assert build.top_level_names(layer) == {"fastapi", "six"}
+    assert build.shipped_absent({"core": layer}) == []  # core declares nothing absent
+    problems = build.shipped_absent({"llm": layer})
+    assert len(problems) == 1 and "['fastapi']" in problems[0]
+
+
+def test_a_layers_definition_reads_the_same_in_every_process(build):
+    """The digest that lets a build reuse an installed layer: a set's order follows the string hash,
+    which each process seeds anew, so the definition is written with its sets sorted."""
+    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('b', sys.argv[1]); "
+            "m = importlib.util.module_from_spec(spec); sys.modules['b'] = m; spec.loader.exec_module(m); "
+            "print(m.layers()['llm'].inputs())")
+    seen = {subprocess.run([sys.executable, "-c", code, str(REPO / "infra/package/build.py")], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}, check=True).stdout for seed in (1, 2, 3)}
+    assert len(seen) == 1 and "fastapi" in seen.pop()

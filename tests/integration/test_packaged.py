@@ -449,3 +449,63 @@ assert LocalEmbedder().embed(["a short text"]).shape == (1, 384)
         paths = json.dumps([str(core), str(layer), str(runtime)])
         setup = f"import json, sys\nsys.path[:] = json.loads({paths!r}) + [p for p in sys.path if p and 'site-packages' not in p]\n"
         subprocess.run([sys.executable, "-S", "-I", "-c", setup + code], env=env, cwd=out, timeout=600, check=True)
+
+
+_CAIRN_THROUGH_LITELLM = """
+import json, sys
+from cairn.core.models import Candidate, ContextRecord
+from cairn.ports.embeddings.litellm_embedder import LiteLLMEmbedder
+from cairn.ports.llm.litellm_client import LiteLLMClient
+from cairn.ports.rerank.litellm_provider import LiteLLMReranker
+url = sys.argv[1]
+plan = LiteLLMClient("openai/gpt-4o-mini", api_base=url + "/v1", api_key="test").complete("refunds to my card", system="plan")
+vectors = LiteLLMEmbedder("openai/text-embedding-3-small", dimension=64, base_url=url + "/v1", api_key="test").embed(["a", "b c"])
+texts = {"invoices": "Invoices are emailed monthly.", "refunds": "Refunds reach the card in five days."}
+candidates = [Candidate(record=ContextRecord.build(tenant="acme", uri="cairn://resources/" + k, level=2, text=t), score=0.5)
+              for k, t in texts.items()]
+reranked = LiteLLMReranker(model="cohere/rerank-v3.5", api_base=url, api_key="test", backoff_s=0.0).rerank(
+    "when do refunds reach the card", candidates)
+import aiohttp.http_parser, litellm
+assert aiohttp.http_parser.HttpResponseParser is aiohttp.http_parser.HttpResponseParserPy  # its speedups are left out
+deepseek = litellm.token_counter(model="deepseek/deepseek-chat", messages=[{"role": "user", "content": "hello world"}])
+print(json.dumps({"plan": plan, "shape": list(vectors.shape), "first": reranked.candidates[0].uri,
+                  "fallback": reranked.fallback, "deepseek_tokens": deepseek,
+                  "files": sorted({getattr(m, "__file__", None) or "" for m in list(sys.modules.values())})}))
+"""
+
+
+def test_cairns_litellm_calls_answer_in_the_packaged_llm_layer():
+    """The LLM, embedder and reranker of cairn over LiteLLM, in a process that sees only core, the llm
+    layer (pruned as `make package` prunes it: no module that cannot load, no DeepSeek tokenizer data,
+    no LibYAML binding, no aiohttp speedups, no pydantic.v1) and the runtime, against a server speaking OpenAI's and Cohere's wire formats:
+    real requests, no mock_response. Every module the calls load comes from those folders."""
+    from tests.emulators.embeddings_emulator import EmbeddingsEmulator
+
+    host = _host()
+    out = host.HOST_OUT
+    core = host.build_layer("core", out / "layers" / "core")
+    runtime = host.build_runtime(out / "runtime")
+    llm = host.build_layer("llm", out / "layers" / "llm")
+    assert not (llm / "litellm" / "proxy" / "proxy_server.pyc").exists()  # imports fastapi: cannot load here
+    assert (llm / "litellm" / "proxy" / "_types.pyc").is_file()  # loads, and litellm.utils imports it
+    assert not list((llm / "litellm").rglob("deepseek_tokenizer.json")) and not list((llm / "yaml").glob("_yaml*"))
+    assert not list((llm / "aiohttp").rglob("*.so")) and not (core / "pydantic" / "v1").exists()
+    emulator = EmbeddingsEmulator()
+    emulator.converse_for["refunds to my card"] = '{"reasoning": "r", "queries": []}'
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    paths = json.dumps([str(core), str(llm), str(runtime)])
+    setup = f"import json, sys\nsys.path[:] = json.loads({paths!r}) + [p for p in sys.path if p and 'site-packages' not in p]\n"
+    try:
+        done = subprocess.run([sys.executable, "-S", "-I", "-c", setup + _CAIRN_THROUGH_LITELLM, emulator.url], env=env,
+                              cwd=out, timeout=600, capture_output=True, text=True)
+    finally:
+        emulator.close()
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert json.loads(answer["plan"]) == {"reasoning": "r", "queries": []}
+    assert answer["shape"] == [2, 64] and answer["deepseek_tokens"] > 0
+    assert answer["first"] == "cairn://resources/refunds" and answer["fallback"] is None
+    assert {path for path, _, _ in emulator.requests} == {"/v1/chat/completions", "/v1/embeddings", "/v2/rerank"}
+    stdlib = os.path.dirname(os.__file__)
+    foreign = [f for f in answer["files"] if f and not f.startswith((str(core), str(llm), str(runtime), stdlib))]
+    assert foreign == []
