@@ -268,3 +268,14 @@ def test_a_files_chunks_come_in_one_request_with_citations_and_count_as_no_query
     assert acme.stats()["total"]["queries"] == queries  # browsing is not searching
     second = acme.tree(f"{ROOT}/travel/guide.md", limit=2, offset=2)
     assert [c.uri for c in second.children] == [c.uri for c in chunks.children[2:4]]
+
+
+def test_the_overview_counts_what_the_tenant_holds_and_its_queries_per_minute(server, acme):
+    acme.find("refund to my card")
+    acme.remember("Dana reads the newsletter on Mondays.", "preferences", user="dana", key="news")
+    with httpx.Client(base_url=server, headers={"authorization": f"Bearer {ACME_KEY}"}) as http:
+        o = http.get("/v1/overview").json()
+    docs = {n.uri for n in acme.tree(f"{ROOT}/billing").children}
+    assert o["documents"] >= len(docs) and o["records"] == sum(o["records_by_level"].values()) and o["exact"]
+    assert o["memories"] >= 1 and o["users"] >= 1 and o["store_bytes"] > 0
+    assert sum(b["queries"] for b in o["queries_over_time"]) == o["queries"] >= 1

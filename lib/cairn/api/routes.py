@@ -57,6 +57,7 @@ from cairn.app.models import (
     UserErased,
     UserExport,
 )
+from cairn.app.overview import TenantOverview
 from cairn.app.services import Services
 from cairn.core.distribution import __version__
 from cairn.core.errors import (
@@ -285,6 +286,11 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
              operation_id="stats")
     def stats() -> StatsSnapshot:
         return StatsSnapshot.model_validate(ops.stats(caller()))
+
+    @app.get("/v1/overview", summary="What the tenant holds (documents, records, memories, sessions, index size) "
+             "and its queries over time", tags=["service"], operation_id="overview")
+    def tenant_overview() -> TenantOverview:
+        return ops.overview(caller())
 
     @app.get("/v1/me", summary="Who these credentials are: tenant, user, role, and what they may call",
              tags=["service"], operation_id="me")

@@ -34,6 +34,7 @@ from cairn.ports.observability.usage import record_usage, retrieval_counts
 
 if TYPE_CHECKING:
     from cairn.app.models import Deleted, DocumentsPut, IngestSummary, MemoryPut
+    from cairn.app.overview import TenantOverview
     from cairn.app.parts import AppParts
     from cairn.engine.browse import Contents, Tree
     from cairn.engine.context import ContextBlock
@@ -283,6 +284,14 @@ class Application:
     def stats(self, principal: Principal) -> dict[str, Any]:
         policy.check_role(principal, "stats")
         return self.services.tenant_stats(principal.tenant).snapshot().model_dump(mode="json")
+
+    def overview(self, principal: Principal) -> TenantOverview:
+        """The tenant's documents, records, memories, sessions, index size and queries over time."""
+        from cairn.app.overview import overview
+
+        policy.check_role(principal, "overview")
+        sessions = self.services.sessions
+        return overview(self.pipeline(principal.tenant), sessions, self.services.tenant_stats(principal.tenant))
 
     def me(self, principal: Principal) -> Me:
         can = [name for name in policy.OPERATIONS if _allowed(principal, name)]

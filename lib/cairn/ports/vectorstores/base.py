@@ -210,6 +210,11 @@ class VectorStore(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default does nothing."""
 
+    def size_bytes(self, tenant: str) -> int | None:
+        """The bytes ``tenant``'s index takes where the backend can tell cheaply; None otherwise (the default)."""
+        validate_tenant(tenant)
+        return None
+
     # ----------------------------------------------------------------- the embedder's identity
 
     def keeps_identity(self) -> bool:

@@ -150,6 +150,14 @@ class LocalVectorStore(VectorStore):
                 self._sides[tenant] = (side, generation)
             return side
 
+    def size_bytes(self, tenant: str) -> int | None:
+        """The bytes of the tenant's folder on disk (None in memory): what its records, keyword index and
+        side tables take."""
+        if self._disk is None:
+            return None
+        folder = self._disk.files(tenant).dir
+        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
+
     def _index_generation(self, tenant: str) -> object:
         """The tenant folder's identity on disk (device, inode): a reindex swaps the folder for
         another, so this changes; a stat, no read. None in memory or before the first write."""
