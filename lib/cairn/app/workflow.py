@@ -147,6 +147,8 @@ def to_state(out: RetrieveOutput) -> dict[str, Any]:
     data = out.model_dump(mode="json")
     for c in data["candidates"]:
         c["record"] = {k: v for k, v in c["record"].items() if k in _REFERENCE}
+        if c.get("explanation") is None:  # retrieval explains no score (rerank and hotness do, after the state)
+            c.pop("explanation", None)
     return data
 
 

@@ -1978,14 +1978,14 @@ export type RememberResponses = {
 
 export type RememberResponse = RememberResponses[keyof RememberResponses];
 
-export type OverviewData = {
+export type GetOverviewData = {
     body?: never;
     path?: never;
     query?: never;
     url: '/v1/overview';
 };
 
-export type OverviewErrors = {
+export type GetOverviewErrors = {
     /**
      * Bad request: every problem is listed in `details`, each with where it is.
      */
@@ -2016,16 +2016,16 @@ export type OverviewErrors = {
     503: ErrorBody;
 };
 
-export type OverviewError = OverviewErrors[keyof OverviewErrors];
+export type GetOverviewError = GetOverviewErrors[keyof GetOverviewErrors];
 
-export type OverviewResponses = {
+export type GetOverviewResponses = {
     /**
-     * Successful Response
+     * What the tenant holds (documents, records, memories, sessions, index size) and its queries over time
      */
     200: TenantOverview;
 };
 
-export type OverviewResponse = OverviewResponses[keyof OverviewResponses];
+export type GetOverviewResponse = GetOverviewResponses[keyof GetOverviewResponses];
 
 export type SearchData = {
     body: SearchBody;
