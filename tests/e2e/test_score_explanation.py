@@ -127,3 +127,21 @@ def test_the_python_client_carries_the_explanation(server):
     assert top.explanation is not None
     check(top.explanation.model_dump(mode="json"), top.score, top.uri)
     assert top.explanation.formula().endswith(f"= {top.score:.3f}")
+
+
+def test_a_hybrid_match_shows_its_dense_and_keyword_arms(http):
+    answer = http.post("/v1/find", json={"query": "refund card", "hybrid": True, "rerank": False, "limit": 3}).json()
+    top = answer["resources"][0]
+    assert check(top["explanation"], top["score"], top["uri"]) >= 3  # merge > hotness > hybrid fusion
+    hybrid = top["explanation"]["terms"][0]["explanation"]["terms"][0]["explanation"]
+    assert hybrid["note"] == "hybrid fusion"
+    dense, keyword = hybrid["terms"]
+    assert dense["label"].startswith("dense") and keyword["label"].startswith("keyword")
+    assert dense["weight"] + keyword["weight"] == pytest.approx(1.0) and 0 < keyword["score"] <= 1
+
+
+def test_a_score_a_stage_moved_without_its_arithmetic_shows_no_stale_arms(http):
+    # thinking mode's feedback and propagation move the search's scores: the arm stops at the retrieval score
+    answer = http.post("/v1/search", json={"query": "refund card", "mode": "thinking", "hybrid": True, "limit": 3}).json()
+    for m in answer["resources"]:
+        check(m["explanation"], m["score"], m["uri"])  # whatever it shows adds up

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from cairn.core import uri as uris
 from cairn.core.models import MAX_MATCH_TEXT_CHARS, Candidate, Level, MatchedContext
-from cairn.engine.explain import hot
+from cairn.engine.explain import consistent, hot
 
 DEFAULT_THRESHOLD = 0.1
 HOTNESS_HALF_LIFE_S = 7 * 24 * 3600
@@ -71,7 +71,7 @@ def to_match(c: Candidate) -> MatchedContext:
         title=r.title,
         citation=citation_of(r.metadata),
         text=bounded_text(r.text if r.level is Level.DETAIL and r.text else r.abstract),
-        explanation=c.explanation,
+        explanation=consistent(c),
     )
 
 

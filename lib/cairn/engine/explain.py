@@ -21,6 +21,15 @@ from collections.abc import Sequence
 from cairn.core.models import Candidate, MatchedContext, ScoreExplanation, ScoreTerm
 
 LABEL_CHARS = 80
+SCORE_TOLERANCE = 1e-6  # an explanation's score is rounded to 6 decimals
+
+
+def consistent(c: Candidate | MatchedContext) -> ScoreExplanation | None:
+    """``c``'s explanation while it still computes ``c``'s score; None once a stage moved the score
+    without writing why (thinking mode's propagation, a boost, a memory's lift): an answer never
+    shows arithmetic that does not add up."""
+    why = c.explanation
+    return why if why is not None and abs(why.score - c.score) <= SCORE_TOLERANCE else None
 
 
 def _term(label: str, score: float, weight: float = 1.0, explanation: ScoreExplanation | None = None) -> ScoreTerm:
@@ -31,7 +40,7 @@ def reranked(before: Candidate, after: Candidate, reranker: str) -> Candidate:
     """``after`` (a candidate the reranker scored) with the arithmetic of its new score."""
     why = ScoreExplanation.of("weighted_sum", [
         _term(f"reranker {reranker}", after.score),
-        _term("retrieval score (replaced by the reranker's)", before.score, 0.0, before.explanation),
+        _term("retrieval score (replaced by the reranker's)", before.score, 0.0, consistent(before)),
     ], note="the reranker's score replaces the retrieval score")
     return after.model_copy(update={"explanation": why})
 
@@ -39,7 +48,7 @@ def reranked(before: Candidate, after: Candidate, reranker: str) -> Candidate:
 def hot(c: Candidate, score: float, hotness: float, weight: float) -> Candidate:
     """``c`` blended with its hotness: ``(1−weight)·score + weight·hotness``."""
     why = ScoreExplanation.of("weighted_sum", [
-        _term("retrieval score", score, 1.0 - weight, c.explanation),
+        _term("retrieval score", score, 1.0 - weight, consistent(c)),
         _term("hotness (use, halving every 7 days since the last update)", hotness, weight),
     ], note="hotness blend")
     return c.model_copy(update={"score": why.score, "explanation": why})
