@@ -223,7 +223,7 @@ const RULES = {
 function arithmetic(ex, shown) {
   return h("div", { class: "arithmetic", "data-rule": ex.rule, "data-score": shown },
     h("p", { class: "formula" }, h("code", {}, `${fmt(shown)} = ${formula(ex)}`), " ",
-      h("span", { class: "muted" }, RULES[ex.rule] || ex.rule)),
+      h("span", { class: "muted" }, [ex.note, RULES[ex.rule] || ex.rule].filter(Boolean).join(": "))),
     h("ul", { class: "terms" }, ex.terms.map((t) => h("li", { class: "term", "data-score": t.score, "data-weight": t.weight },
       h("code", {}, `${fmt(t.score, 6)} × ${fmt(t.weight, 4)}`), ` ${t.label}`,
       t.explanation ? arithmetic(t.explanation, t.score) : null))));
