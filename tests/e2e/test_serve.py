@@ -241,17 +241,17 @@ def test_long_lists_come_in_pages_to_the_last_item(server, acme):
         offset, pages = page.next_offset, pages + 1
     assert pages == 3 and seen == [f"{notes}/note-{n:02d}.md" for n in range(7)]  # every note once, in order
     for n in range(5):
-        acme.remember(f"Carol likes colour number {n}.", "preferences", user="carol", key=f"colour-{n}")
-        acme.create_session(user="carol")
-    first = acme.list_memories("carol", limit=2)
-    rest = acme.list_memories("carol", offset=first.next_offset, limit=10)
+        acme.remember(f"Paula likes colour number {n}.", "preferences", user="paula", key=f"colour-{n}")
+        acme.create_session(user="paula")
+    first = acme.list_memories("paula", limit=2)
+    rest = acme.list_memories("paula", offset=first.next_offset, limit=10)
     assert first.total == 5 and first.next_offset == 2 and rest.next_offset is None
     assert len({m.uri for m in first.memories + rest.memories}) == 5
-    sessions = acme.list_sessions("carol", limit=4)
+    sessions = acme.list_sessions("paula", limit=4)
     assert sessions.total == 5 and len(sessions.sessions) == 4 and sessions.next_offset == 4
-    assert len(acme.list_sessions("carol", offset=4).sessions) == 1
+    assert len(acme.list_sessions("paula", offset=4).sessions) == 1
     with httpx.Client(base_url=server, headers={"authorization": f"Bearer {ACME_KEY}"}) as http:
-        bad = http.get("/v1/users/carol/memories", params={"limit": 0})
+        bad = http.get("/v1/users/paula/memories", params={"limit": 0})
     assert bad.status_code == 400 and "limit" in bad.json()["message"]
 
 
