@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from cairn.api.models import Contents, ContextAnswer, Deleted, Health, IngestSummary, Tree
 from cairn.app.models import DEFAULT_PAGE, Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
+from cairn.app.overview import TenantOverview
 from cairn.core import errors
 from cairn.core.models import FindResponse
 from cairn.engine.memory import CommitResult, RememberResult
@@ -269,6 +270,10 @@ class CairnClient:
     def me(self) -> Me:
         return Me.model_validate(self._send("GET", "/v1/me", safe=True))
 
+    def overview(self) -> TenantOverview:
+        """``GET /v1/overview``: what the tenant holds and its typed queries per minute."""
+        return TenantOverview.model_validate(self._send("GET", "/v1/overview", safe=True))
+
     def health(self) -> Health:
         return Health.model_validate(self._send("GET", "/v1/health", safe=True))
 
@@ -386,6 +391,9 @@ class AsyncCairnClient:
 
     async def me(self) -> Me:
         return Me.model_validate(await self._send("GET", "/v1/me", safe=True))
+
+    async def overview(self) -> TenantOverview:
+        return TenantOverview.model_validate(await self._send("GET", "/v1/overview", safe=True))
 
     async def stats(self) -> dict[str, Any]:
         return await self._send("GET", "/v1/stats", safe=True)

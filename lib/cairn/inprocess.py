@@ -33,6 +33,7 @@ from cairn.engine.pipeline import Pipeline
 if TYPE_CHECKING:
     from cairn.app.application import FindAnswer
     from cairn.app.models import Deleted, Forgotten, IngestSummary, Me, MemoryList, SessionList, UserErased, UserExport
+    from cairn.app.overview import TenantOverview
     from cairn.engine.browse import Contents, Tree
     from cairn.engine.context import ContextBlock
     from cairn.engine.memory import CommitResult, RememberResult
@@ -225,6 +226,10 @@ class Cairn:
 
     def me(self) -> Me:
         return self.app.me(self.principal)
+
+    def overview(self) -> TenantOverview:
+        """What the tenant holds (documents, records, memories, sessions, index size) and its queries per minute."""
+        return self.app.overview(self.principal)
 
     def _user(self, user: str | None) -> str:
         chosen = user or self.principal.user
