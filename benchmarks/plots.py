@@ -4,7 +4,10 @@
     python -m benchmarks.plots quality             # only that suite's
 
 ``make bench`` runs this after the suites. Figures land in ``benchmarks/plots/`` (committed, linked
-from benchmarks/README.md). What is drawn:
+from benchmarks/README.md), each with ``<name>.json`` beside it: the values it drew and the run's
+note. ``python -m benchmarks.plots --check`` reads benchmarks/README.md and refuses (exit 1) a
+picture whose drawn values are not the figures of the text above it (the table of its run), or
+that has no record of what it drew. What is drawn:
 
 * ``quality``: nDCG@10 against latency (p50, with a whisker to p95) for every mode of every
   collection, BM25 as the floor line (:func:`quality_figure`);
@@ -19,6 +22,7 @@ import importlib
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 RESULTS = Path(__file__).parent / "results"
 PLOTS = Path(__file__).parent / "plots"
+README = Path(__file__).parent / "README.md"
 _NOT_MODES = {"queries", "bm25", "bm25_stemmed", "scoping", "noise", "gibberish_results", "embed_p50_ms",
               "best_mode", "thinking_recall_ge_quick"}
 
@@ -40,10 +45,13 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, out: Path) -> Path:
+def _save(fig: Any, out: Path, series: Mapping[str, Sequence[tuple[float, float]]], note: str | None = None) -> Path:
+    """The PNG, and beside it what it drew (``series``: name → (x, y) points) and the run's note."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100, bbox_inches="tight", metadata={"Software": None})  # no version stamp: stable bytes
     _pyplot().close(fig)
+    drawn = {"png": out.name, "note": note, "series": {k: [list(p) for p in v] for k, v in series.items()}}
+    out.with_suffix(".json").write_text(json.dumps(drawn, indent=1) + "\n")
     return out
 
 
@@ -85,7 +93,9 @@ def quality_figure(result: Mapping[str, Any], out: Path) -> Path:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle("retrieval quality against latency, per mode and collection")
-    return _save(fig, out)
+    drawn = {f"{name} {mode}": [(f["p50_ms"], f["nDCG@10"])] for name, col in collections.items()
+             for mode, f in quality_modes(col).items()}
+    return _save(fig, out, drawn)
 
 
 def curves(series: Mapping[str, Sequence[tuple[float, float]]], out: Path, *, title: str, xlabel: str, ylabel: str,
@@ -109,7 +119,7 @@ def curves(series: Mapping[str, Sequence[tuple[float, float]]], out: Path, *, ti
     ax.legend(fontsize=8)
     if note:
         fig.text(0.01, -0.02, note, fontsize=7, color="grey")
-    return _save(fig, out)
+    return _save(fig, out, series, note)
 
 
 def draw(suite: str, result: Mapping[str, Any], out_dir: Path = PLOTS) -> list[Path]:
@@ -123,12 +133,71 @@ def draw(suite: str, result: Mapping[str, Any], out_dir: Path = PLOTS) -> list[P
     return list(plot(result, out_dir)) if callable(plot) else []
 
 
+_IMAGE = re.compile(r"!\[[^\]]*\]\(plots/([^)\s]+\.png)\)")
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+
+
+def _shown(text: str) -> list[tuple[float, int]]:
+    """Every number written in ``text`` (``1,033`` is 1033) with its decimals: what a table shows."""
+    out = []
+    for m in _NUMBER.finditer(text):
+        raw = m.group().replace(",", "")
+        out.append((float(raw), len(raw.split(".")[1]) if "." in raw else 0))
+    return out
+
+
+def _written(y: float, shown: list[tuple[float, int]]) -> bool:
+    """Whether ``y`` is among ``shown`` as a table writes it: rounded to the decimals it was written with."""
+    return any(abs(v - y) <= 0.5 * 10 ** -d + 1e-9 for v, d in shown)
+
+
+def check(readme: Path, plots_dir: Path) -> list[str]:
+    """What is wrong with the pictures ``readme`` shows: each must have a record of what it drew
+    (``<name>.json``, written when it was drawn), and every value it drew must be written in the
+    text between the previous picture (or heading) and it: the table or lines of its run."""
+    lines = readme.read_text().splitlines()
+    problems: list[str] = []
+    start = 0
+    for i, line in enumerate(lines):
+        if line.startswith("#"):
+            start = i
+        names = _IMAGE.findall(line)
+        if not names:
+            continue
+        shown = _shown("\n".join(lines[start:i]))
+        for name in names:
+            record = plots_dir / Path(name).with_suffix(".json").name
+            if not record.exists():
+                problems.append(f"{readme.name}:{i + 1}: plots/{name} has no {record.name}: it was drawn before plots "
+                                "recorded their values; draw it again from the run of the table above it")
+                continue
+            drawn = json.loads(record.read_text())["series"]
+            values = [(k, p[1]) for k, pts in drawn.items() for p in pts if math.isfinite(p[1])]
+            missing = [f"{k} {y:g}" for k, y in values if not _written(y, shown)]
+            if missing:
+                problems.append(f"{readme.name}:{i + 1}: plots/{name} drew {len(missing)} of {len(values)} values that "
+                                f"the text above it (lines {start + 1}-{i}) does not show ({'; '.join(missing[:3])}): it is "
+                                "a picture of another run; draw it from this table's run, or move it under its own")
+        start = i
+    return problems
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.plots")
     p.add_argument("suites", nargs="*", help="suites whose results to draw (default: every result present)")
     p.add_argument("--results", default=str(RESULTS), help="folder of the suites' JSON results")
     p.add_argument("--out", default=str(PLOTS), help="folder to write the PNGs to")
+    p.add_argument("--check", nargs="?", const=str(README), metavar="README",
+                   help="check the pictures a README shows against the text above each (default: benchmarks/README.md)")
     args = p.parse_args(argv)
+    if args.check:
+        problems = check(Path(args.check), Path(args.out))
+        for problem in problems:
+            print(problem)
+        if problems:
+            raise SystemExit(f"{len(problems)} picture(s) do not show the run written above them")
+        print("every picture shows the run written above it")
+        return
     results = Path(args.results)
     names = args.suites or sorted(f.stem for f in results.glob("*.json"))
     for suite in names:

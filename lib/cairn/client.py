@@ -29,7 +29,8 @@ import httpx
 from pydantic import BaseModel
 
 from cairn.api.models import Contents, ContextAnswer, Deleted, Health, IngestSummary, Tree
-from cairn.app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
+from cairn.app.models import DEFAULT_PAGE, Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
+from cairn.app.overview import TenantOverview
 from cairn.core import errors
 from cairn.core.models import FindResponse
 from cairn.engine.memory import CommitResult, RememberResult
@@ -203,12 +204,14 @@ class CairnClient:
         """``DELETE /v1/memories?uri=``: one memory (or a category) of a user."""
         return Forgotten.model_validate(self._send("DELETE", "/v1/memories", params={"uri": uri}, safe=True))
 
-    def list_memories(self, user: str | None = None, *, category: str | None = None) -> MemoryList:
+    def list_memories(self, user: str | None = None, *, category: str | None = None, offset: int = 0,
+                      limit: int = DEFAULT_PAGE) -> MemoryList:
         return MemoryList.model_validate(self._send("GET", f"/v1/users/{self._user(user)}/memories",
-                                                    params=_given(category=category), safe=True))
+                                                    params=_given(category=category, offset=offset, limit=limit), safe=True))
 
-    def list_sessions(self, user: str | None = None) -> SessionList:
-        return SessionList.model_validate(self._send("GET", f"/v1/users/{self._user(user)}/sessions", safe=True))
+    def list_sessions(self, user: str | None = None, *, offset: int = 0, limit: int = DEFAULT_PAGE) -> SessionList:
+        return SessionList.model_validate(self._send("GET", f"/v1/users/{self._user(user)}/sessions",
+                                                     params={"offset": offset, "limit": limit}, safe=True))
 
     def export_user(self, user: str | None = None) -> UserExport:
         return UserExport.model_validate(self._send("GET", f"/v1/users/{self._user(user)}/export", safe=True))
@@ -251,8 +254,9 @@ class CairnClient:
             parts.append(page.text)
         return first.model_copy(update={"text": "".join(parts), "next_offset": None})
 
-    def tree(self, uri: str, depth: int = 1, limit: int = 100) -> Tree:
-        return Tree.model_validate(self._send("GET", "/v1/tree", params={"uri": uri, "depth": depth, "limit": limit}, safe=True))
+    def tree(self, uri: str, depth: int = 1, limit: int = 100, offset: int = 0) -> Tree:
+        params = {"uri": uri, "depth": depth, "limit": limit, "offset": offset}
+        return Tree.model_validate(self._send("GET", "/v1/tree", params=params, safe=True))
 
     # ------------------------------------------------------------------ service
 
@@ -265,6 +269,10 @@ class CairnClient:
 
     def me(self) -> Me:
         return Me.model_validate(self._send("GET", "/v1/me", safe=True))
+
+    def overview(self) -> TenantOverview:
+        """``GET /v1/overview``: what the tenant holds and its typed queries per minute."""
+        return TenantOverview.model_validate(self._send("GET", "/v1/overview", safe=True))
 
     def health(self) -> Health:
         return Health.model_validate(self._send("GET", "/v1/health", safe=True))
@@ -353,8 +361,8 @@ class AsyncCairnClient:
         params = _given(uri=uri, level=level, offset=offset, max_chars=max_chars)
         return Contents.model_validate(await self._send("GET", "/v1/contents", params=params, safe=True))
 
-    async def tree(self, uri: str, depth: int = 1, limit: int = 100) -> Tree:
-        params = {"uri": uri, "depth": depth, "limit": limit}
+    async def tree(self, uri: str, depth: int = 1, limit: int = 100, offset: int = 0) -> Tree:
+        params = {"uri": uri, "depth": depth, "limit": limit, "offset": offset}
         return Tree.model_validate(await self._send("GET", "/v1/tree", params=params, safe=True))
 
     async def context(self, query: str, session_id: str | None = None, *, budget_tokens: int | None = None,
@@ -365,12 +373,15 @@ class AsyncCairnClient:
     async def forget(self, uri: str) -> Forgotten:
         return Forgotten.model_validate(await self._send("DELETE", "/v1/memories", params={"uri": uri}, safe=True))
 
-    async def list_memories(self, user: str, *, category: str | None = None) -> MemoryList:
+    async def list_memories(self, user: str, *, category: str | None = None, offset: int = 0,
+                            limit: int = DEFAULT_PAGE) -> MemoryList:
         return MemoryList.model_validate(await self._send("GET", f"/v1/users/{user}/memories",
-                                                          params=_given(category=category), safe=True))
+                                                          params=_given(category=category, offset=offset, limit=limit),
+                                                          safe=True))
 
-    async def list_sessions(self, user: str) -> SessionList:
-        return SessionList.model_validate(await self._send("GET", f"/v1/users/{user}/sessions", safe=True))
+    async def list_sessions(self, user: str, *, offset: int = 0, limit: int = DEFAULT_PAGE) -> SessionList:
+        return SessionList.model_validate(await self._send("GET", f"/v1/users/{user}/sessions",
+                                                           params={"offset": offset, "limit": limit}, safe=True))
 
     async def export_user(self, user: str) -> UserExport:
         return UserExport.model_validate(await self._send("GET", f"/v1/users/{user}/export", safe=True))
@@ -380,6 +391,9 @@ class AsyncCairnClient:
 
     async def me(self) -> Me:
         return Me.model_validate(await self._send("GET", "/v1/me", safe=True))
+
+    async def overview(self) -> TenantOverview:
+        return TenantOverview.model_validate(await self._send("GET", "/v1/overview", safe=True))
 
     async def stats(self) -> dict[str, Any]:
         return await self._send("GET", "/v1/stats", safe=True)

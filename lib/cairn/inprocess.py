@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cairn.app import Application, Principal, policy
-from cairn.app.models import DocumentsPut, MemoryPut
+from cairn.app.models import DEFAULT_PAGE, DocumentsPut, MemoryPut
 from cairn.app.services import Services
 from cairn.core.config import Settings, load_settings
 from cairn.core.errors import ConfigError, Forbidden, RequestError
@@ -33,6 +33,7 @@ from cairn.engine.pipeline import Pipeline
 if TYPE_CHECKING:
     from cairn.app.application import FindAnswer
     from cairn.app.models import Deleted, Forgotten, IngestSummary, Me, MemoryList, SessionList, UserErased, UserExport
+    from cairn.app.overview import TenantOverview
     from cairn.engine.browse import Contents, Tree
     from cairn.engine.context import ContextBlock
     from cairn.engine.memory import CommitResult, RememberResult
@@ -146,8 +147,9 @@ class Cairn:
         """One page of ``uri`` at ``level`` (``next_offset`` reads on)."""
         return self.app.read(self.principal, uri, level, offset, max_chars or 200_000)
 
-    def tree(self, uri: str, depth: int = 1, limit: int = 100) -> Tree:
-        return self.app.tree(self.principal, uri, depth, limit)
+    def tree(self, uri: str, depth: int = 1, limit: int = 100, offset: int = 0) -> Tree:
+        """The children of the folder ``uri`` (a file: its chunks), ``limit`` from ``offset``."""
+        return self.app.tree(self.principal, uri, depth, limit, offset)
 
     def put_documents(self, root_uri: str, documents: Any, *, sync: bool = False, chunk_chars: int | None = None,
                       chunk_overlap: int | None = None) -> IngestSummary:
@@ -183,8 +185,9 @@ class Cairn:
     def forget(self, uri: str) -> Forgotten:
         return self.app.forget(self.principal, uri)
 
-    def list_memories(self, user: str | None = None, *, category: str | None = None) -> MemoryList:
-        return self.app.memories(self.principal, self._user(user), category)
+    def list_memories(self, user: str | None = None, *, category: str | None = None, offset: int = 0,
+                      limit: int = DEFAULT_PAGE) -> MemoryList:
+        return self.app.memories(self.principal, self._user(user), category, offset=offset, limit=limit)
 
     # ------------------------------------------------------------------ sessions
 
@@ -206,9 +209,9 @@ class Cairn:
         """Turn the session's messages since its last commit into memories of its user."""
         return self.app.commit(self.principal, session_id)
 
-    def list_sessions(self, user: str | None = None) -> SessionList:
-        """The sessions of ``user`` (a user principal's own by default)."""
-        return self.app.sessions(self.principal, self._user(user))
+    def list_sessions(self, user: str | None = None, *, offset: int = 0, limit: int = DEFAULT_PAGE) -> SessionList:
+        """The sessions of ``user`` (a user principal's own by default), newest first, ``limit`` from ``offset``."""
+        return self.app.sessions(self.principal, self._user(user), offset=offset, limit=limit)
 
     def export_user(self, user: str | None = None) -> UserExport:
         return self.app.export_user(self.principal, self._user(user))
@@ -223,6 +226,10 @@ class Cairn:
 
     def me(self) -> Me:
         return self.app.me(self.principal)
+
+    def overview(self) -> TenantOverview:
+        """What the tenant holds (documents, records, memories, sessions, index size) and its queries per minute."""
+        return self.app.overview(self.principal)
 
     def _user(self, user: str | None) -> str:
         chosen = user or self.principal.user

@@ -48,7 +48,8 @@ KIND = {
     "delete_session": USERS, "append_message": USERS, "commit": USERS, "list_sessions": USERS,
     "export_user": USERS, "erase_user": USERS,
 }
-TENANT_WIDE = {"stats": {"admin", "writer", "reader"}, "me": {"admin", "writer", "reader", "user"}}
+TENANT_WIDE = {"stats": {"admin", "writer", "reader"}, "overview": {"admin", "writer", "reader"},
+               "me": {"admin", "writer", "reader", "user"}}
 PUBLIC = {"health"}
 
 
@@ -132,7 +133,7 @@ ROUTES = {
     ("POST", "/v1/sessions/{session_id}/messages"): "append_message",
     ("POST", "/v1/sessions/{session_id}/commit"): "commit", ("GET", "/v1/users/{user}/sessions"): "list_sessions",
     ("GET", "/v1/users/{user}/export"): "export_user", ("DELETE", "/v1/users/{user}"): "erase_user",
-    ("GET", "/v1/stats"): "stats", ("GET", "/v1/me"): "me", ("GET", "/v1/health"): "health",
+    ("GET", "/v1/stats"): "stats", ("GET", "/v1/overview"): "overview", ("GET", "/v1/me"): "me", ("GET", "/v1/health"): "health",
 }
 
 

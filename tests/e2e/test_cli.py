@@ -38,6 +38,16 @@ def test_ingest_then_find_prints_a_ranked_table(tmp_path, corpus):
     assert data["total"] == len(data["resources"]) + len(data["memories"]) + len(data["skills"])
     assert data["provenance"][0]["trace"]["stats"]["vector_calls"] == 1
 
+    explained = run("find", "refund within 30 days", "--limit", "1", "--explain", home=home)
+    lines = explained.stdout.splitlines()
+    score = lines[0].split()[1]  # "  1. 0.612  L2  cairn://..."
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("score = "))
+    arithmetic, arm = lines[at], lines[at + 1]
+    assert arithmetic.strip().startswith("score = ") and arithmetic.split("]")[0].endswith("weight")
+    assert f"= {score}" in arithmetic  # the line beside the score says how it was made, and gives the same number
+    value, weight = float(arm.split()[0]), float(arm.split()[2])
+    assert f"{value * weight:.3f}" == score and "typed query 1" in arm
+
 
 @pytest.mark.parametrize(
     "args, says",

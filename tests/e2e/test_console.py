@@ -41,6 +41,12 @@ LONG_GUIDE = "# Long travel guide\n\n" + "\n\n".join(
     f"## Section {n}\n\n" + " ".join(f"Paragraph about topic {n}, sentence {k}." for k in range(40)) for n in range(3)
 )
 BOB_SECRET = "Zorblax"
+NOTES = "cairn://resources/notes"  # a folder of 210 notes: more than one page of any listing
+NOTE_COUNT = 210
+ATLAS = "cairn://resources/atlas/walking-route.md"  # a document of 60 chunks
+ATLAS_TEXT = "# Walking route\n\n" + "\n\n".join(
+    f"## Stop {n}\n\n" + " ".join(f"At stop {n} the path passes landmark {n}-{k} beside the old wall." for k in range(5))
+    for n in range(60))
 WAIT_MS = 60_000  # searches on a loaded 2-core machine: an upper bound for waiting, not a timing assertion
 
 
@@ -89,6 +95,12 @@ def api(server) -> Iterator[httpx.Client]:
                                      ("ann", "Ann lives in Lisbon", "profile"),
                                      ("bob", f"Bob's secret project is {BOB_SECRET}", "preferences")]:
             assert client.post("/v1/memories", json={"user": user, "text": text, "category": category}).status_code == 201
+        notes = [{"path": f"note-{n:03d}.md", "text": f"# Garden note {n}\n\nSeed order {n} for bed {n % 7}."}
+                 for n in range(NOTE_COUNT)]
+        assert client.put("/v1/documents", json={"root_uri": NOTES, "documents": notes}).status_code == 200
+        atlas = {"path": "walking-route.md", "text": ATLAS_TEXT}
+        assert client.put("/v1/documents", json={"root_uri": "cairn://resources/atlas", "documents": [atlas],
+                                                 "chunk_chars": 400}).status_code == 200
         client.sessions = {}  # type: ignore[attr-defined]
         for user, said in [("ann", "I paid for the annual plan last week."), ("bob", f"Tell me about {BOB_SECRET}.")]:
             session = client.post("/v1/sessions", json={"user": user}).json()
@@ -449,7 +461,7 @@ def test_another_key_shows_nothing_the_previous_key_loaded(console, api):
     page = _bob_on_screen(console, api)
     _connect(page, ANN_KEY)
     expect(page.locator("#whoami")).to_contain_text("user ann")
-    for pane in ("tree", "query", "user", "ingest", "stats"):
+    for pane in ("tree", "query", "user", "ingest"):
         console.tab(pane)
         assert BOB_SECRET not in page.locator("body").inner_text(), pane
     assert "/user/bob" not in page.content() and BOB_SECRET not in page.content()
@@ -482,6 +494,252 @@ def test_a_reader_keys_console_offers_no_upload(console, server):
         assert "put_documents" not in reader.get("/v1/me").json()["can"]
     page = console.open(READER_KEY)
     expect(page.locator("#whoami")).to_contain_text("role reader")
-    pane = console.tab("ingest")
-    expect(pane.locator("#i-run")).to_be_disabled()
-    expect(pane.locator("#i-status")).to_contain_text("may not upload documents")
+    expect(page.locator("[role=tab][data-pane=ingest]")).to_be_hidden()  # nothing it may not do is offered
+    for pane in ("tree", "query", "stats", "overview"):
+        expect(page.locator(f"[role=tab][data-pane={pane}]")).to_be_visible()
+
+
+def test_a_user_keys_console_offers_only_what_the_user_may_do(console, api):
+    page = console.open(ANN_KEY)
+    can = httpx.get(f"{console.url}/v1/me", headers={"authorization": f"Bearer {ANN_KEY}"}).json()["can"]
+    assert "stats" not in can and "overview" not in can
+    for pane in ("stats", "overview"):
+        expect(page.locator(f"[role=tab][data-pane={pane}]")).to_be_hidden()
+    ingest = console.tab("ingest")  # a user key writes its own user's folders, never the shared ones
+    assert page.input_value("#i-root") == "cairn://user/ann/skills/uploads"
+    expect(ingest.locator("#i-status")).to_contain_text("uploads under cairn://user/ann/ only")
+    page.fill("#i-root", "cairn://resources/uploads")
+    page.set_input_files("#i-files", [{"name": "a.md", "mimeType": "text/markdown", "buffer": b"# A\n\nText."}])
+    ingest.locator("#i-run").click()
+    expect(ingest.locator("#i-status .notice.error")).to_contain_text("pick a folder under cairn://user/ann/")
+
+
+# --------------------------------------------------------------------------- paging and look-ups
+
+
+def test_a_folder_of_210_notes_pages_to_the_last_one(console, api):
+    page = console.open(ACME_KEY)
+    pane = console.tab("tree")
+    page.fill("#tree-uri", NOTES)
+    pane.locator("#tree-form button").click()
+    expect(pane.locator(".tree-head")).to_contain_text(f"{NOTE_COUNT} items")
+    nodes = pane.locator("#tree-list > ul > li > .node")
+    expect(nodes).to_have_count(100)  # one page
+    while pane.locator("#tree-list > .more").count():
+        shown = nodes.count()
+        pane.locator("#tree-list > .more").click()
+        expect(nodes).not_to_have_count(shown)
+    expect(nodes).to_have_count(NOTE_COUNT)
+    last = f"{NOTES}/note-{NOTE_COUNT - 1:03d}.md"
+    expect(nodes.last).to_have_attribute("data-uri", last)
+    assert len({nodes.nth(i).get_attribute("data-uri") for i in range(NOTE_COUNT)}) == NOTE_COUNT  # none twice
+
+
+def test_opening_a_60_chunk_document_takes_two_requests_and_counts_as_no_query(console, api):
+    listed = api.get("/v1/tree", params={"uri": ATLAS, "limit": 1000}).json()
+    assert listed["total"] >= 60
+    page = console.open(ACME_KEY)
+    pane = console.tab("tree")
+    page.fill("#tree-uri", "cairn://resources/atlas")
+    pane.locator("#tree-form button").click()
+    file = pane.locator(f".node[data-uri='{ATLAS}']")
+    expect(file).to_be_visible()
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(f"{r.method} {r.url}") if "/v1/" in r.url else None)
+    file.click()
+    detail = page.locator("#tree-detail")
+    expect(detail.locator(".chunk")).to_have_count(listed["total"])
+    expect(detail.locator(".l2")).to_contain_text("At stop 59 the path passes landmark 59-4")
+    expect(detail.locator(".chunk").nth(40).locator(".citation")).to_contain_text("§ Walking route › Stop")
+    page.wait_for_load_state("networkidle")
+    assert len(sent) <= 2, sent  # the chunks with their citations, and the body
+    # neither is a search: the statistics users read count searches only (tests/e2e/test_serve.py checks the count)
+    assert all(r.startswith("GET ") and ("/v1/tree?" in r or "/v1/contents?" in r) for r in sent), sent
+
+
+# ------------------------------------------------------------------------------ what a score is
+
+
+def _follow_up_session(api: httpx.Client) -> str:
+    session = api.post("/v1/sessions", json={"user": "ann"}).json()["id"]
+    for role, text in [("user", "I was charged twice for my subscription, can I get a refund?"),
+                       ("assistant", "Sorry about that! We will refund the second charge.")]:
+        api.post(f"/v1/sessions/{session}/messages", json={"role": role, "content": text}).raise_for_status()
+    return session
+
+
+def _combine(rule: str, terms: list[tuple[float, float]]) -> float:
+    weighted = [w * s for s, w in terms]
+    if rule == "weighted_sum":
+        return sum(weighted)
+    if rule == "noisy_or":
+        left = 1.0
+        for v in weighted:
+            left *= 1.0 - min(max(v, 0.0), 1.0)
+        return 1.0 - left
+    return max(weighted) if rule == "max" else min(weighted)
+
+
+def test_a_search_results_score_is_the_combination_of_the_numbers_beside_it(console, api):
+    page = console.open(ACME_KEY)
+    console.tab("query")
+    out = _run(page, "search", "how long does it take to get the money back?", session=_follow_up_session(api))
+    results = out.locator("li.result")
+    expect(results.first).to_be_visible()
+    combined = 0
+    for i in range(results.count()):
+        top = results.nth(i).locator(":scope > .arithmetic")
+        rule = top.get_attribute("data-rule")
+        terms = top.locator(":scope > .terms > .term")
+        numbers = [tuple(float(t.get_attribute(a)) for a in ("data-score", "data-weight")) for t in terms.all()]
+        shown = float(results.nth(i).locator(".score").first.inner_text())  # the score the page shows, 3 decimals
+        assert _combine(rule, numbers) == pytest.approx(shown, abs=5e-4), (i, rule, numbers)
+        for term in terms.all():  # the figures as printed beside the rule, not only as attributes
+            value, weight = term.locator(":scope > code").inner_text().split(" × ")
+            assert float(value) == pytest.approx(float(term.get_attribute("data-score")), abs=1e-6)
+            assert float(weight) == pytest.approx(float(term.get_attribute("data-weight")), abs=1e-4)
+        combined += rule == "noisy_or"
+    assert combined >= 1  # a result both typed queries found: 1 − Π(1 − w·s)
+    expect(out.locator(".arithmetic .formula").first).to_contain_text(" = ")
+
+
+# ------------------------------------------------------------------------------ any screen size
+
+
+def _overflow(page: Any) -> int:
+    """How many CSS pixels the page is wider than the window (0: nothing overflows sideways)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
+
+
+def _smallest_trace_text(page: Any) -> float:
+    """The smallest rendered size of any trace text, in CSS pixels: font size × the SVG's scale."""
+    return float(page.evaluate("""() => Math.min(...[...document.querySelectorAll('svg.trace')].flatMap((svg) => {
+        const scale = svg.getBoundingClientRect().width / svg.width.baseVal.value;
+        return [...svg.querySelectorAll('text')].map((t) => parseFloat(getComputedStyle(t).fontSize) * scale);
+    }))"""))
+
+
+@pytest.mark.parametrize("width, height", [(390, 844), (1366, 900)])
+def test_every_pane_fits_the_screen_and_the_trace_text_stays_readable(browser, server, api, request, width, height):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    c = Console(context.new_page(), server)
+    try:
+        page = c.open(ACME_KEY)
+        assert _overflow(page) <= 0
+        console_tree = c.tab("tree")
+        console_tree.locator(f".node[data-uri='{ROOT}']").click()
+        console_tree.locator(f".node[data-uri='{ROOT}/travel']").click()
+        console_tree.locator(f".node[data-uri='{ROOT}/travel/long-guide.md']").click()
+        expect(page.locator("#tree-detail .chunk").first).to_be_visible()
+        assert _overflow(page) <= 0, "tree"
+        c.tab("query")
+        out = _run(page, "search", "how long does it take to get the money back?", session=_follow_up_session(api))
+        expect(out.locator("figure.trace-figure").first).to_be_visible()
+        assert _overflow(page) <= 0, "query"
+        assert _smallest_trace_text(page) >= 12
+        details = out.locator("figure.trace-figure").first.locator("details.stage-details")
+        details.locator("summary").focus()
+        page.keyboard.press("Enter")  # the stage details open from the keyboard (and a tap): no hover needed
+        expect(details.locator("li[data-stage=stop]")).to_be_visible()
+        expect(details.locator("li[data-stage=stop]")).to_contain_text("stop:")
+        for pane in ("user", "ingest", "stats", "overview"):
+            c.tab(pane)
+            if pane == "user":
+                page.fill("#u-name", "ann")
+                page.locator("#user-form button").click()
+                expect(page.locator("#u-memories .category").first).to_be_visible()
+            assert _overflow(page) <= 0, pane
+    finally:
+        c.shot(f"{request.node.name}")
+        context.close()
+    assert not c.errors, f"the page raised errors: {c.errors}"
+
+
+# ------------------------------------------------------------------------------ links and keys
+
+
+def test_a_link_reopens_a_query_and_a_document(browser, server, api):
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    c = Console(context.new_page(), server)
+    try:
+        page = c.open(ACME_KEY)
+        c.tab("query")
+        _run(page, "find", "how long do refunds take?")
+        link = page.url
+        assert "#query?" in link and "op=find" in link
+        fresh = Console(context.new_page(), server)  # another tab: its key is typed again
+        fresh.page.goto(link)
+        fresh.page.fill("#api-key", ACME_KEY)
+        fresh.page.click("#connect button[type=submit]")
+        expect(fresh.page.locator("section.pane[data-pane=query]")).to_be_visible()
+        expect(fresh.page.locator("#q-text")).to_have_value("how long do refunds take?")  # once the key is known
+        expect(fresh.page.locator("#query-out li.result").first).to_have_attribute("data-uri", f"{ROOT}/billing/refunds.md")
+        fresh.page.locator("#query-out li.result").first.locator("button.open-doc").click()  # the result opens its document
+        expect(fresh.page.locator("section.pane[data-pane=tree]")).to_be_visible()
+        expect(fresh.page.locator("#tree-detail .l2")).to_contain_text("five business days")
+        assert "#tree?uri=" in fresh.page.url and "refunds.md" in fresh.page.url
+        doc = Console(context.new_page(), server)
+        doc.page.goto(fresh.page.url)
+        doc.page.fill("#api-key", ACME_KEY)
+        doc.page.click("#connect button[type=submit]")
+        expect(doc.page.locator("#tree-detail .l2")).to_contain_text("five business days")
+        expect(doc.page.locator(f"#tree-list .node.selected[data-uri='{ROOT}/billing/refunds.md']")).to_be_visible()
+        errors = c.errors + fresh.errors + doc.errors
+    finally:
+        context.close()
+    assert not errors, f"the page raised errors: {errors}"
+
+
+def test_the_tabs_follow_the_wai_aria_keyboard_pattern(console):
+    page = console.open(ACME_KEY)
+    tabs = page.locator("[role=tab]")
+    first = tabs.first
+    first.click()
+    assert first.get_attribute("tabindex") == "0" and tabs.nth(1).get_attribute("tabindex") == "-1"
+    page.keyboard.press("ArrowRight")
+    expect(tabs.nth(1)).to_be_focused()
+    expect(tabs.nth(1)).to_have_attribute("aria-selected", "true")
+    expect(page.locator("section.pane[data-pane=query]")).to_be_visible()
+    page.keyboard.press("End")
+    expect(tabs.last).to_be_focused()
+    page.keyboard.press("ArrowRight")  # wraps to the first
+    expect(first).to_be_focused()
+    page.keyboard.press("ArrowLeft")
+    expect(tabs.last).to_have_attribute("aria-selected", "true")
+    page.keyboard.press("Home")
+    expect(first).to_have_attribute("aria-selected", "true")
+    assert page.locator("section.pane[data-pane=tree]").get_attribute("aria-labelledby") == "tab-tree"
+
+
+def test_loading_the_page_asks_for_nothing_it_may_not_have(browser, server, api):
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    c = Console(context.new_page(), server)
+    refused: list[str] = []
+    try:
+        c.open(ACME_KEY)
+        c.page.on("response", lambda r: refused.append(r.url) if r.status == 401 else None)
+        c.page.reload()  # the tab's key is kept: the page loads again as a user comes back to it
+        expect(c.page.locator("#whoami .who").first).to_be_visible()
+        c.page.wait_for_load_state("networkidle")
+        icon = c.page.request.get(f"{server}/favicon.ico")
+        assert icon.status == 200 and icon.headers["content-type"] == "image/svg+xml"
+    finally:
+        context.close()
+    assert not refused, refused  # no favicon (or anything else) answered 401 once a key is connected
+
+
+# ---------------------------------------------------------------------------------- overview
+
+
+def test_the_overview_shows_what_the_tenant_holds_and_its_queries_over_time(console, api):
+    console.open(ACME_KEY)
+    pane = console.tab("overview")
+    expect(pane.locator(".figure[data-figure=documents] dd")).to_be_visible()
+    o = api.get("/v1/overview").json()
+    assert o["documents"] >= NOTE_COUNT + 1 and o["memories"] >= 3 and o["sessions"] >= 2 and o["store_bytes"] > 0
+    for key in ("documents", "records", "memories", "users", "sessions"):
+        expect(pane.locator(f".figure[data-figure={key}] dd")).to_have_text(str(o[key]))
+    # queries over time are the answering process's (cairn serve runs one per core): a chart, or the sentence
+    expect(pane.locator("#chart-queries, .notice:has-text('no queries yet')").first).to_be_visible()
+    with httpx.Client(base_url=console.url, headers={"authorization": f"Bearer {ANN_KEY}"}) as ann:
+        assert ann.get("/v1/overview").status_code == 403  # a user key reads no tenant-wide figures

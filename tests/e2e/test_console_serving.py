@@ -55,3 +55,20 @@ def test_nothing_but_the_console_files_is_served(server, path):
 def test_the_console_is_only_read(server):
     r = httpx.post(f"{server}/console/index.html", content=b"x")
     assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD"
+
+
+def test_the_favicon_answers_without_a_key(server):
+    r = httpx.get(f"{server}/favicon.ico")
+    assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml" and r.text.startswith("<svg")
+
+
+def test_files_come_gzipped_and_a_browser_revalidates_instead_of_downloading_again(server):
+    r = httpx.get(f"{server}/console/js/app.js", headers={"accept-encoding": "gzip"})
+    assert r.status_code == 200 and r.headers["content-encoding"] == "gzip"
+    assert r.num_bytes_downloaded < len(files()["js/app.js"]) / 2  # what travelled, compressed
+    assert r.content == files()["js/app.js"]  # httpx undid the gzip: the same bytes
+    assert r.headers["cache-control"] == "no-cache" and r.headers["vary"] == "accept-encoding"
+    again = httpx.get(f"{server}/console/js/app.js", headers={"if-none-match": r.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    plain = httpx.get(f"{server}/console/js/app.js", headers={"accept-encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.content == files()["js/app.js"]

@@ -22,7 +22,7 @@ from tests.fakes import HANDBOOK_DOCS
 pytestmark = pytest.mark.e2e
 INTERFACE = ("find", "search", "context", "read", "contents", "tree", "put_documents", "delete_documents", "remember",
              "forget", "list_memories", "create_session", "get_session", "delete_session", "append_message", "commit",
-             "list_sessions", "export_user", "erase_user", "statistics", "me")
+             "list_sessions", "export_user", "erase_user", "statistics", "me", "overview")
 KEY, ANN = "one-admin-key-0123456789", "one-ann-key-0123456789ab"
 ROOT = "cairn://resources/handbook"
 
@@ -50,6 +50,7 @@ def scenario(api: Any, ann: Any) -> dict[str, Any]:
     out["tree"] = sorted(n.uri for n in api.tree(ROOT).children)
     out["sessions"] = [s.id == session.id for s in ann.list_sessions().sessions]
     out["me"] = (ann.me().role, ann.me().user)
+    out["overview"] = (lambda o: (o.documents, o.memories, o.users))(api.overview())
     with pytest.raises(SessionNotFound):
         ann.get_session("no-such-session")
     with pytest.raises(Forbidden):

@@ -227,3 +227,55 @@ def test_a_memory_without_a_category_is_kept_under_profile_and_the_answer_says_s
     assert "/memories/profile/" in by_client.uri and by_client.note
     listed = acme.list_memories("dan", category="profile")
     assert {m.text for m in listed.memories} == {"Dan is allergic to peanuts.", "Dan lives in Porto."}
+
+
+def test_long_lists_come_in_pages_to_the_last_item(server, acme):
+    notes = f"{ROOT}/paged-notes"
+    acme.put_documents(notes, [{"path": f"note-{n:02d}.md", "text": f"# Note {n}\n\nWhat was said in meeting {n}."}
+                               for n in range(7)])
+    seen, offset, pages = [], 0, 0
+    while offset is not None:
+        page = acme.tree(notes, limit=3, offset=offset)
+        assert page.total == 7 and page.offset == offset
+        seen += [n.uri for n in page.children]
+        offset, pages = page.next_offset, pages + 1
+    assert pages == 3 and seen == [f"{notes}/note-{n:02d}.md" for n in range(7)]  # every note once, in order
+    for n in range(5):
+        acme.remember(f"Paula likes colour number {n}.", "preferences", user="paula", key=f"colour-{n}")
+        acme.create_session(user="paula")
+    first = acme.list_memories("paula", limit=2)
+    rest = acme.list_memories("paula", offset=first.next_offset, limit=10)
+    assert first.total == 5 and first.next_offset == 2 and rest.next_offset is None
+    assert len({m.uri for m in first.memories + rest.memories}) == 5
+    sessions = acme.list_sessions("paula", limit=4)
+    assert sessions.total == 5 and len(sessions.sessions) == 4 and sessions.next_offset == 4
+    assert len(acme.list_sessions("paula", offset=4).sessions) == 1
+    with httpx.Client(base_url=server, headers={"authorization": f"Bearer {ACME_KEY}"}) as http:
+        bad = http.get("/v1/users/paula/memories", params={"limit": 0})
+    assert bad.status_code == 400 and "limit" in bad.json()["message"]
+
+
+def test_a_files_chunks_come_in_one_request_with_citations_and_count_as_no_query(server, acme):
+    guide = "# Travel guide\n\n" + "\n\n".join(
+        f"## Part {n}\n\n" + " ".join(f"Sentence {k} about part {n} of the trip." for k in range(30)) for n in range(6))
+    acme.put_documents(f"{ROOT}/travel", [{"path": "guide.md", "text": guide}])
+    queries = acme.stats()["total"]["queries"]
+    chunks = acme.tree(f"{ROOT}/travel/guide.md", limit=1000)
+    assert chunks.total == len(chunks.children) > 5 and chunks.next_offset is None
+    assert [c.uri for c in chunks.children] == [f"{ROOT}/travel/guide.md#{n}" for n in range(chunks.total)]
+    assert all(c.kind == "chunk" and c.text and c.citation and "start" in c.citation for c in chunks.children)
+    assert any(c.citation and "Part 3" in c.citation.get("heading_path", []) for c in chunks.children)
+    assert acme.stats()["total"]["queries"] == queries  # browsing is not searching
+    second = acme.tree(f"{ROOT}/travel/guide.md", limit=2, offset=2)
+    assert [c.uri for c in second.children] == [c.uri for c in chunks.children[2:4]]
+
+
+def test_the_overview_counts_what_the_tenant_holds_and_its_queries_per_minute(server, acme):
+    acme.find("refund to my card")
+    acme.remember("Dana reads the newsletter on Mondays.", "preferences", user="dana", key="news")
+    with httpx.Client(base_url=server, headers={"authorization": f"Bearer {ACME_KEY}"}) as http:
+        o = http.get("/v1/overview").json()
+    docs = {n.uri for n in acme.tree(f"{ROOT}/billing").children}
+    assert o["documents"] >= len(docs) and o["records"] == sum(o["records_by_level"].values()) and o["exact"]
+    assert o["memories"] >= 1 and o["users"] >= 1 and o["store_bytes"] > 0
+    assert sum(b["queries"] for b in o["queries_over_time"]) == o["queries"] >= 1

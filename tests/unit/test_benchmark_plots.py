@@ -47,3 +47,33 @@ def test_curves_skip_non_finite_points_and_write_a_png(tmp_path):
     out = plots.curves({"local": [(1e3, 1.0), (1e4, 2.0), (1e5, float("nan"))], "opensearch": [(1e3, 5.0)]},
                        tmp_path / "scale.png", title="latency by size", xlabel="records", ylabel="p50 ms", logx=True)
     assert out.read_bytes().startswith(PNG)
+
+
+def _drawn(tmp_path, name: str, values: list[float]) -> None:
+    plots.curves({"1 worker": [(c, v) for c, v in zip((1, 4, 16, 64), values)]}, tmp_path / name,
+                 title="throughput", xlabel="clients", ylabel="queries/s")
+
+
+def test_every_picture_records_what_it_drew(tmp_path):
+    _drawn(tmp_path, "qps.png", [40.7, 100.1, 95.0, 95.7])
+    record = json.loads((tmp_path / "qps.json").read_text())
+    assert record["png"] == "qps.png" and record["series"]["1 worker"] == [[1, 40.7], [4, 100.1], [16, 95.0], [64, 95.7]]
+
+
+def test_check_refuses_a_picture_under_the_table_of_another_run(tmp_path):
+    _drawn(tmp_path, "idle.png", [40.7, 100.1, 95.0, 95.7])
+    _drawn(tmp_path, "loaded.png", [3.6, 9.0, 10.6, 10.9])
+    idle = "| configuration | 1 | 4 | 16 | 64 |\n|---|---|---|---|---|\n| 1 worker | 40.7 (21.6 / 105) | 100.1 | 95.0 | 95.7 |\n"
+    loaded = "| configuration | 1 | 4 | 16 | 64 |\n|---|---|---|---|---|\n| 1 worker | 3.6 (194 / 1,033) | 9.0 | 10.6 | 10.9 |\n"
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Loaded\n\n{loaded}\n![qps](plots/idle.png)\n\n# Idle\n\n{idle}\n![qps](plots/idle.png)\n")
+    problems = plots.check(readme, tmp_path)
+    assert len(problems) == 1 and problems[0].startswith("README.md:7: plots/idle.png drew 4 of 4 values")
+    assert "a picture of another run" in problems[0]
+    readme.write_text(f"# Loaded\n\n{loaded}\n![qps](plots/loaded.png)\n\n# Idle\n\n{idle}\n![qps](plots/idle.png)\n"
+                      "\n![never recorded](plots/old.png)\n")
+    problems = plots.check(readme, tmp_path)
+    assert problems == ["README.md:17: plots/old.png has no old.json: it was drawn before plots recorded their values; "
+                        "draw it again from the run of the table above it"]
+    with pytest.raises(SystemExit, match="1 picture"):
+        plots.main(["--check", str(readme), "--out", str(tmp_path)])

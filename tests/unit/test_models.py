@@ -63,6 +63,7 @@ def test_find_result_to_dict_shape():
         "title": "",
         "citation": None,
         "text": "",
+        "explanation": None,  # made by hand: no stage combined its score
     }
     assert d["skills"] == []
 

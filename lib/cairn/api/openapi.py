@@ -98,6 +98,8 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/v1/tree"): Operation(
         "browse_tree", "The children of a folder with their titles and abstracts.", errors=(404, 413)),
     ("get", "/v1/stats"): Operation("get_stats", "This process's retrieval statistics for the caller's tenant."),
+    ("get", "/v1/overview"): Operation("get_overview", "What the caller's tenant holds (documents, records, memories, "
+                                       "sessions, index size) and its typed queries per minute."),
     ("get", "/v1/me"): Operation("get_me", "Who the credentials are: tenant, user, role and what they can do."),
     ("get", "/v1/users/{user}/sessions"): Operation("list_user_sessions", "The sessions of one end user.",
                                                      errors=(404,)),

@@ -47,7 +47,17 @@ from cairn.api.models import (
 )
 from cairn.api.openapi import openapi_json
 from cairn.app import Principal
-from cairn.app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
+from cairn.app.models import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    Forgotten,
+    Me,
+    MemoryList,
+    SessionList,
+    UserErased,
+    UserExport,
+)
+from cairn.app.overview import TenantOverview
 from cairn.app.services import Services
 from cairn.core.distribution import __version__
 from cairn.core.errors import (
@@ -195,8 +205,12 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
         return ops.commit(caller(), session_id)
 
     @app.get("/v1/users/<user>/sessions", summary="A user's sessions", tags=["users"], operation_id="list_sessions")
-    def list_sessions(user: str) -> SessionList:
-        return ops.sessions(caller(), user)
+    def list_sessions(
+        user: str,
+        offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    ) -> SessionList:
+        return ops.sessions(caller(), user, offset=offset, limit=limit)
 
     # ------------------------------------------------------------------ memory
 
@@ -214,8 +228,13 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
 
     @app.get("/v1/users/<user>/memories", summary="A user's memories, newest first", tags=["users"],
              operation_id="list_memories")
-    def list_memories(user: str, category: Annotated[str | None, Query(max_length=64)] = None) -> MemoryList:
-        return ops.memories(caller(), user, category)
+    def list_memories(
+        user: str,
+        category: Annotated[str | None, Query(max_length=64)] = None,
+        offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    ) -> MemoryList:
+        return ops.memories(caller(), user, category, offset=offset, limit=limit)
 
     # ------------------------------------------------------------------ a user's data
 
@@ -257,8 +276,9 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
         uri: Annotated[str, Query(min_length=1, max_length=MAX_URI_LENGTH)],
         depth: Annotated[int, Query(ge=1, le=3)] = 1,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
     ) -> Tree:
-        return ops.tree(caller(), uri, depth, limit)
+        return ops.tree(caller(), uri, depth, limit, offset)
 
     # ------------------------------------------------------------------ service
 
@@ -266,6 +286,11 @@ def build_app(services: Services, authorizer: AuthorizerConfig | None = None) ->
              operation_id="stats")
     def stats() -> StatsSnapshot:
         return StatsSnapshot.model_validate(ops.stats(caller()))
+
+    @app.get("/v1/overview", summary="What the tenant holds (documents, records, memories, sessions, index size) "
+             "and its queries over time", tags=["service"], operation_id="overview")
+    def tenant_overview() -> TenantOverview:
+        return ops.overview(caller())
 
     @app.get("/v1/me", summary="Who these credentials are: tenant, user, role, and what they may call",
              tags=["service"], operation_id="me")

@@ -78,7 +78,8 @@ class LocalDoor:
         if scope["type"] != "http":
             return
         if console.is_console(scope.get("path") or ""):  # the console's static files: no key, no resolver
-            await _send(send, console.response(scope["path"], scope.get("method", "GET")))
+            asked = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+            await _send(send, console.response(scope["path"], scope.get("method", "GET"), asked))
             return
         rid = str(uuid.uuid4())
         try:

@@ -14,7 +14,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cairn.app import policy, users
-from cairn.app.models import Forgotten, Me, MemoryList, SessionList, UserErased, UserExport
+from cairn.app.models import (
+    DEFAULT_PAGE,
+    Forgotten,
+    Me,
+    MemoryList,
+    SessionList,
+    UserErased,
+    UserExport,
+    next_offset,
+)
 from cairn.app.principal import Principal, Role
 from cairn.core import uri as uris
 from cairn.core.errors import RequestError
@@ -25,6 +34,7 @@ from cairn.ports.observability.usage import record_usage, retrieval_counts
 
 if TYPE_CHECKING:
     from cairn.app.models import Deleted, DocumentsPut, IngestSummary, MemoryPut
+    from cairn.app.overview import TenantOverview
     from cairn.app.parts import AppParts
     from cairn.engine.browse import Contents, Tree
     from cairn.engine.context import ContextBlock
@@ -125,12 +135,12 @@ class Application:
         record_usage(principal.tenant, "read", level=level, chars=len(page.text))
         return page
 
-    def tree(self, principal: Principal, uri: str, depth: int = 1, limit: int = 100) -> Tree:
+    def tree(self, principal: Principal, uri: str, depth: int = 1, limit: int = 100, offset: int = 0) -> Tree:
         from cairn.engine.browse import tree
 
         policy.check_role(principal, "tree")
         policy.check_read(principal, _uri("uri", uri))
-        return tree(self.pipeline(principal.tenant), uri, depth, limit)
+        return tree(self.pipeline(principal.tenant), uri, depth, limit, offset)
 
     def put_documents(self, principal: Principal, body: DocumentsPut) -> IngestSummary:
         from cairn.app.models import IngestSummary
@@ -200,11 +210,14 @@ class Application:
         record_usage(principal.tenant, "forget", records_removed=report.removed)
         return Forgotten(uri=uri, removed=report.removed)
 
-    def memories(self, principal: Principal, user: str, category: str | None = None) -> MemoryList:
+    def memories(self, principal: Principal, user: str, category: str | None = None, *, offset: int = 0,
+                 limit: int = DEFAULT_PAGE) -> MemoryList:
         policy.check_role(principal, "memories")
         policy.check_user(principal, user, "list the memories of")
         items = users.memories(self.pipeline(principal.tenant), user, category)
-        return MemoryList(user=user, memories=items, total=len(items))
+        page = items[offset:offset + limit]
+        return MemoryList(user=user, memories=page, total=len(items), offset=offset,
+                          next_offset=next_offset(offset, len(page), len(items)))
 
     # ------------------------------------------------------------------ sessions
 
@@ -244,10 +257,13 @@ class Application:
                      typed_memories=len(done.extracted), records_written=done.written)
         return done
 
-    def sessions(self, principal: Principal, user: str) -> SessionList:
+    def sessions(self, principal: Principal, user: str, *, offset: int = 0, limit: int = DEFAULT_PAGE) -> SessionList:
         policy.check_role(principal, "sessions")
         policy.check_user(principal, user, "list the sessions of")
-        return SessionList(user=user, sessions=self._sessions().list_sessions(principal.tenant, user))
+        found = sorted(self._sessions().list_sessions(principal.tenant, user), key=lambda s: -s.updated_at)
+        page = found[offset:offset + limit]
+        return SessionList(user=user, sessions=page, total=len(found), offset=offset,
+                           next_offset=next_offset(offset, len(page), len(found)))
 
     # ------------------------------------------------------------------ a user's data
 
@@ -268,6 +284,14 @@ class Application:
     def stats(self, principal: Principal) -> dict[str, Any]:
         policy.check_role(principal, "stats")
         return self.services.tenant_stats(principal.tenant).snapshot().model_dump(mode="json")
+
+    def overview(self, principal: Principal) -> TenantOverview:
+        """The tenant's documents, records, memories, sessions, index size and queries over time."""
+        from cairn.app.overview import overview
+
+        policy.check_role(principal, "overview")
+        sessions = self.services.sessions
+        return overview(self.pipeline(principal.tenant), sessions, self.services.tenant_stats(principal.tenant))
 
     def me(self, principal: Principal) -> Me:
         can = [name for name in policy.OPERATIONS if _allowed(principal, name)]

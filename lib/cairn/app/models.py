@@ -74,8 +74,13 @@ class Me(BaseModel):
 
 
 class SessionList(BaseModel):
+    """``GET /v1/users/{user}/sessions``: newest first, ``limit`` from ``offset``."""
+
     user: str
     sessions: list[Session]
+    total: int | None = Field(default=None, description="the user's sessions in all")
+    offset: int = 0
+    next_offset: int | None = Field(default=None, description="pass as offset for the next page; null at the end")
 
 
 class MemoryItemOut(BaseModel):
@@ -88,9 +93,23 @@ class MemoryItemOut(BaseModel):
 
 
 class MemoryList(BaseModel):
+    """``GET /v1/users/{user}/memories``: newest first, ``limit`` from ``offset``."""
+
     user: str
     memories: list[MemoryItemOut]
-    total: int
+    total: int = Field(description="the user's memories in all (of the category, when one is named)")
+    offset: int = 0
+    next_offset: int | None = Field(default=None, description="pass as offset for the next page; null at the end")
+
+
+DEFAULT_PAGE = 100  # items of a list per page when the request names no limit
+MAX_PAGE = 1000
+
+
+def next_offset(offset: int, shown: int, total: int) -> int | None:
+    """Where the page after one of ``shown`` items from ``offset`` starts; None at the end."""
+    end = offset + shown
+    return end if shown and end < total else None
 
 
 class Forgotten(BaseModel):

@@ -13,7 +13,7 @@ read a user's data             any    no      no      its own only
 write/delete a user's data     any    no      no      its own only
 sessions, commit               any    no      no      its own only
 export / erase a user          any    no      no      its own only
-statistics of the tenant       yes    yes     yes     no
+statistics, overview (tenant)  yes    yes     yes     no
 =============================  =====  ======  ======  ===========================
 
 "A user's data" is memories, user skills, sessions and use counts. Everything is inside the
@@ -62,6 +62,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("export_user", "user", "everything cairn holds about a user"),
     Operation("erase_user", "user", "erase everything cairn holds about a user"),
     Operation("stats", "stats", "the tenant's retrieval statistics"),
+    Operation("overview", "stats", "what the tenant holds and how much it is asked"),
     Operation("me", "me", "who the credentials are"),
 )}
 

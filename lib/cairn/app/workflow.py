@@ -147,6 +147,9 @@ def to_state(out: RetrieveOutput) -> dict[str, Any]:
     data = out.model_dump(mode="json")
     for c in data["candidates"]:
         c["record"] = {k: v for k, v in c["record"].items() if k in _REFERENCE}
+        # a retrieval score's arithmetic (the hybrid arms) stays behind: the state carries references
+        # and scores within its budget; the answer explains the merge, rerank and hotness made after it
+        c.pop("explanation", None)
     return data
 
 

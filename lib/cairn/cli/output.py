@@ -24,6 +24,8 @@ def print_table(result: Any, show_provenance: bool = False) -> None:
         print(f"{n:>3}. {m.score:.3f}  L{int(m.level)}  {m.uri}{_where(m.citation)}")
         abstract = textwrap.shorten(m.abstract or m.title, width=150, placeholder=" ...")
         print(textwrap.indent(textwrap.fill(abstract, width=100), " " * 17))
+        if show_provenance and getattr(m, "explanation", None) is not None:
+            print_arithmetic(m.explanation)
     if show_provenance:
         for qr in result.query_results:
             print_provenance(qr.provenance())
@@ -56,3 +58,14 @@ def print_provenance(p: dict[str, Any]) -> None:
         print(f"    searched {d}")
     for m in p["matches"]:
         print(f"    {m['tier']} {m['reason']:<8} {m['score']:.3f} {m['uri']}")
+
+
+def print_arithmetic(explanation: Any, indent: int = 17) -> None:
+    """How a score was combined: the rule's line (``score = ...``), then each arm with its weight,
+    and under an arm the arithmetic of its own score."""
+    pad = " " * indent
+    print(f"{pad}score = {explanation.formula()}  [{explanation.rule}: {explanation.note}]")
+    for term in explanation.terms:
+        print(f"{pad}  {term.score:.6f} × {term.weight:.6g}  {term.label}")
+        if term.explanation is not None:
+            print_arithmetic(term.explanation, indent + 4)

@@ -130,6 +130,68 @@ class ContextRecord(BaseModel):
         return f"{self.title}\n{self.abstract}" if self.title else self.abstract
 
 
+ScoreRule = Literal["weighted_sum", "noisy_or", "max", "min"]
+SCORE_RULES: dict[str, str] = {
+    "weighted_sum": "Σ weight·score",
+    "noisy_or": "1 − Π(1 − weight·score), each weight·score held to 0..1",
+    "max": "the largest weight·score",
+    "min": "the smallest weight·score",
+}
+
+
+class ScoreTerm(_Frozen):
+    """One arm of a combined score: what it is, its score, and the weight it counts with."""
+
+    label: str = Field(description="what the arm is: a typed query, the reranker, hotness, ...")
+    score: float
+    weight: float = 1.0
+    explanation: ScoreExplanation | None = Field(default=None, description="how this arm's own score was combined")
+
+
+class ScoreExplanation(_Frozen):
+    """How a score was combined from its arms: ``rule`` over ``terms`` gives ``score`` (rounded to
+    6 decimals), so anyone can recompute it from the numbers beside it (:func:`combine_scores`)."""
+
+    rule: ScoreRule
+    terms: tuple[ScoreTerm, ...]
+    score: float
+    note: str = ""
+
+    @classmethod
+    def of(cls, rule: ScoreRule, terms: list[ScoreTerm] | tuple[ScoreTerm, ...], note: str = "") -> ScoreExplanation:
+        """The explanation of ``rule`` over ``terms``, its score computed from them."""
+        return cls(rule=rule, terms=tuple(terms), score=round(combine_scores(rule, terms), 6), note=note)
+
+    def formula(self) -> str:
+        """``1 − (1 − 0.639·1)·(1 − 0.659·0.52) = 0.829``: the arithmetic in one line."""
+        parts = [f"{t.score:.3f}·{t.weight:.3g}" for t in self.terms]
+        if self.rule == "weighted_sum":
+            body = " + ".join(parts)
+        elif self.rule == "noisy_or":
+            body = "1 − " + "·".join(f"(1 − {p})" for p in parts)
+        else:
+            body = f"{self.rule}({', '.join(parts)})"
+        return f"{body} = {self.score:.3f}"
+
+
+def combine_scores(rule: ScoreRule, terms: list[ScoreTerm] | tuple[ScoreTerm, ...]) -> float:
+    """What ``rule`` makes of ``terms`` (:data:`SCORE_RULES`)."""
+    weighted = [t.weight * t.score for t in terms]
+    if rule == "weighted_sum":
+        return sum(weighted)
+    if rule == "noisy_or":
+        miss = 1.0
+        for value in weighted:
+            miss *= 1.0 - min(max(value, 0.0), 1.0)
+        return 1.0 - miss
+    if not weighted:
+        return 0.0
+    return max(weighted) if rule == "max" else min(weighted)
+
+
+ScoreTerm.model_rebuild()
+
+
 class Candidate(_Frozen):
     """A record found by retrieval, with the score it was found at and why."""
 
@@ -137,6 +199,7 @@ class Candidate(_Frozen):
     score: float
     reason: str = "vector"  # vector | keyword | hybrid | child-of:<dir> | rerank
     round: int = 0
+    explanation: ScoreExplanation | None = None  # how ``score`` was combined, where a stage combined it
 
     @property
     def uri(self) -> str:
@@ -155,6 +218,8 @@ class MatchedContext(_Frozen):
     # the matched text itself (a leaf's chunk, a directory's abstract), at most MAX_MATCH_TEXT_CHARS:
     # what an agent pastes without another read
     text: str = Field(default="", max_length=MAX_MATCH_TEXT_CHARS)
+    # the arithmetic of ``score``: its arms (typed queries, reranker, hotness), their weights and the rule
+    explanation: ScoreExplanation | None = None
 
     @field_validator("score")
     @classmethod
@@ -214,6 +279,7 @@ class QueryResult(BaseModel):
                     "tier": f"L{int(m.level)}",
                     "score": m.score,
                     "reason": self.tiers.get(m.uri, "vector"),
+                    **({"explanation": m.explanation.model_dump(mode="json")} if m.explanation else {}),
                 }
                 for m in self.matches
             ],

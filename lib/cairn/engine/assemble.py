@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from cairn.core import uri as uris
 from cairn.core.models import MAX_MATCH_TEXT_CHARS, Candidate, Level, MatchedContext
+from cairn.engine.explain import consistent, hot
 
 DEFAULT_THRESHOLD = 0.1
 HOTNESS_HALF_LIFE_S = 7 * 24 * 3600
@@ -70,6 +71,7 @@ def to_match(c: Candidate) -> MatchedContext:
         title=r.title,
         citation=citation_of(r.metadata),
         text=bounded_text(r.text if r.level is Level.DETAIL and r.text else r.abstract),
+        explanation=consistent(c),
     )
 
 
@@ -105,8 +107,7 @@ def hotness(active_count: int, updated_at: float, now: float, half_life_s: float
 
 
 def blend_hotness(c: Candidate, weight: float, now: float) -> Candidate:
-    """``(1−weight)·score + weight·hotness``; a weight of 0 (the default) changes nothing."""
+    """``(1−weight)·score + weight·hotness``, with its arithmetic; a weight of 0 (the default) changes nothing."""
     if weight <= 0:
         return c
-    h = hotness(c.record.active_count, c.record.updated_at, now)
-    return c.model_copy(update={"score": (1 - weight) * finite(c.score) + weight * h})
+    return hot(c, finite(c.score), hotness(c.record.active_count, c.record.updated_at, now), weight)

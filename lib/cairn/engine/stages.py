@@ -21,10 +21,12 @@ from cairn.core.models import (
     MatchedContext,
     QueryPlan,
     QueryResult,
+    ScoreTerm,
     ThinkingTrace,
     TraceEvent,
     TraceStats,
     TypedQuery,
+    combine_scores,
 )
 from cairn.core.requests import FindRequest
 from cairn.core.uri import is_under
@@ -37,6 +39,7 @@ from cairn.engine.assemble import (
     finite,
     to_match,
 )
+from cairn.engine.explain import merged, query_label, reranked, rescaled
 from cairn.engine.planning.base import Planner, raw_query
 from cairn.engine.retrieval.boost import asked_elsewhere, merge_boosted
 from cairn.engine.retrieval.evidence import has_evidence
@@ -57,7 +60,7 @@ from cairn.engine.retrieval.scope import roots_for
 from cairn.engine.retrieval.thinking import ThinkingConfig, thinking_search
 from cairn.ports.embeddings import Embedder
 from cairn.ports.embeddings.base import covers
-from cairn.ports.rerank.base import Reranker
+from cairn.ports.rerank.base import RERANK_REASON, Reranker
 from cairn.ports.sessions.base import SessionView
 from cairn.ports.usecounts import UseCounts, with_uses
 from cairn.ports.vectorstores import VectorStore
@@ -115,10 +118,7 @@ def combined(scores: Sequence[float]) -> float:
     """One URI's score from the typed queries of a conversation-carrying plan that found it:
     ``1 − Π(1 − s)`` (each weighted match is evidence of its own; a URI that the turn and the
     turn with the conversation both find ranks above one either finds alone; stays in 0..1)."""
-    miss = 1.0
-    for s in scores:
-        miss *= 1.0 - min(max(s, 0.0), 1.0)
-    return 1.0 - miss
+    return combine_scores("noisy_or", [ScoreTerm(label="typed query", score=s) for s in scores])
 
 
 def retrieve(
@@ -318,10 +318,15 @@ def _rescore(out: RetrieveOutput, reranker: Reranker | None, hotness_weight: flo
     others = [c for c in candidates if c.reason != STANDING_REASON]
     if reranker is not None and others:
         outcome = reranker.rerank(out.query.query, others, language=language)
-        before = max((finite(c.score) for c in others), default=0.0)
-        factor = max((finite(c.score) for c in outcome.candidates), default=0.0) / before if before > 0 else 1.0
-        candidates = list(outcome.candidates) + [c.model_copy(update={"score": finite(c.score) * factor})
-                                                 for c in candidates if c.reason == STANDING_REASON]
+        before = {(c.uri, int(c.record.level)): c for c in others}
+        best_before = max((finite(c.score) for c in others), default=0.0)
+        factor = max((finite(c.score) for c in outcome.candidates), default=0.0) / best_before if best_before > 0 else 1.0
+        candidates = [reranked(before[(c.uri, int(c.record.level))], c, outcome.reranker)
+                      if c.reason == RERANK_REASON and (c.uri, int(c.record.level)) in before else c
+                      for c in outcome.candidates]
+        # a moved score's explanation would be stale: it is dropped (engine/explain.py)
+        candidates += [c.model_copy(update={"score": finite(c.score) * factor, "explanation": None})
+                       for c in out.candidates if c.reason == STANDING_REASON]
         out.trace.stats.rerank_used = outcome.used
         out.trace.stats.rerank_fallback = outcome.fallback
         out.trace.add("rerank", detail=f"{outcome.reranker}: sent={outcome.sent} used={outcome.used}")
@@ -432,10 +437,10 @@ def _memories_beside(best: dict[str, MatchedContext], memories: dict[str, Candid
     if not keys:
         return
     others = max((m.score for key, m in best.items() if m.uri not in memories), default=0.0)
-    merged = [memories[best[key].uri].model_copy(update={"score": best[key].score}) for key in keys]
-    for key, c in zip(keys, lifted(questions_capped(merged), others)):
-        if c.score != best[key].score:
-            best[key] = best[key].model_copy(update={"score": round(c.score, 6)})
+    listed = [memories[best[key].uri].model_copy(update={"score": best[key].score}) for key in keys]
+    for key, c in zip(keys, lifted(questions_capped(listed), others)):
+        if round(c.score, 6) != best[key].score:
+            best[key] = rescaled(best[key], c.score, others)
 
 
 def rerank(
@@ -475,16 +480,15 @@ def rerank(
         listed.append((out, matches))
         memories.update({m.uri: c for m, c in zip(matches, kept) if m.context_type is ContextType.MEMORY})
     combine = carries_conversation([out.query for out in outputs])
-    for out, matches in listed:
+    found: dict[str, list[tuple[MatchedContext, ScoreTerm]]] = {}  # per URI (per document when collapsing)
+    for n, (out, matches) in enumerate(listed, 1):
         factor = merge_factor(out, matches, listed)
-        for m in matches:  # one entry per URI (per document when collapsing) across typed queries
+        for m in matches:
             key = document_key(m.uri) if request.collapse_chunks else m.uri
-            if factor != 1.0:
-                m = m.model_copy(update={"score": round(m.score * factor, 6)})
-            if key in best and combine and m.context_type is not ContextType.MEMORY:
-                m = best[key].model_copy(update={"score": round(combined([best[key].score, m.score]), 6)})
-            if key not in best or m.score > best[key].score:
-                best[key] = m
+            term = ScoreTerm(label=query_label(n, out.query.query), score=m.score, weight=factor, explanation=m.explanation)
+            found.setdefault(key, []).append((m, term))
+    for key, finders in found.items():  # each URI's score is its explanation's: the arithmetic travels with it
+        best[key] = merged(finders, combine and finders[0][0].context_type is not ContextType.MEMORY)
     if combine:  # the user's memories listed next to the combined matches, as each typed query listed them
         _memories_beside(best, memories)
     for m in sorted(best.values(), key=lambda m: -m.score):

@@ -2,7 +2,7 @@
 
 import type { Client, Options as Options2, TDataShape } from './client';
 import { client } from './client.gen';
-import type { AppendMessageData, AppendMessageErrors, AppendMessageResponses, BrowseTreeData, BrowseTreeErrors, BrowseTreeResponses, CommitSessionData, CommitSessionErrors, CommitSessionResponses, ContextData, ContextErrors, ContextResponses, CreateSessionData, CreateSessionErrors, CreateSessionResponses, DeleteDocumentsData, DeleteDocumentsErrors, DeleteDocumentsResponses, DeleteSessionData, DeleteSessionErrors, DeleteSessionResponses, EraseUserData, EraseUserErrors, EraseUserResponses, ExportUserData, ExportUserErrors, ExportUserResponses, FindData, FindErrors, FindResponses, ForgetMemoryData, ForgetMemoryErrors, ForgetMemoryResponses, GetMeData, GetMeErrors, GetMeResponses, GetSessionData, GetSessionErrors, GetSessionResponses, GetStatsData, GetStatsErrors, GetStatsResponses, HealthData, HealthErrors, HealthResponses, ListUserMemoriesData, ListUserMemoriesErrors, ListUserMemoriesResponses, ListUserSessionsData, ListUserSessionsErrors, ListUserSessionsResponses, PutDocumentsData, PutDocumentsErrors, PutDocumentsResponses, ReadContentsData, ReadContentsErrors, ReadContentsResponses, RememberData, RememberErrors, RememberResponses, SearchData, SearchErrors, SearchResponses } from './types.gen';
+import type { AppendMessageData, AppendMessageErrors, AppendMessageResponses, BrowseTreeData, BrowseTreeErrors, BrowseTreeResponses, CommitSessionData, CommitSessionErrors, CommitSessionResponses, ContextData, ContextErrors, ContextResponses, CreateSessionData, CreateSessionErrors, CreateSessionResponses, DeleteDocumentsData, DeleteDocumentsErrors, DeleteDocumentsResponses, DeleteSessionData, DeleteSessionErrors, DeleteSessionResponses, EraseUserData, EraseUserErrors, EraseUserResponses, ExportUserData, ExportUserErrors, ExportUserResponses, FindData, FindErrors, FindResponses, ForgetMemoryData, ForgetMemoryErrors, ForgetMemoryResponses, GetMeData, GetMeErrors, GetMeResponses, GetOverviewData, GetOverviewErrors, GetOverviewResponses, GetSessionData, GetSessionErrors, GetSessionResponses, GetStatsData, GetStatsErrors, GetStatsResponses, HealthData, HealthErrors, HealthResponses, ListUserMemoriesData, ListUserMemoriesErrors, ListUserMemoriesResponses, ListUserSessionsData, ListUserSessionsErrors, ListUserSessionsResponses, PutDocumentsData, PutDocumentsErrors, PutDocumentsResponses, ReadContentsData, ReadContentsErrors, ReadContentsResponses, RememberData, RememberErrors, RememberResponses, SearchData, SearchErrors, SearchResponses } from './types.gen';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -127,6 +127,17 @@ export const remember = <ThrowOnError extends boolean = false>(options: Options<
         'Content-Type': 'application/json',
         ...options.headers
     }
+});
+
+/**
+ * What the tenant holds (documents, records, memories, sessions, index size) and its queries over time
+ *
+ * What the caller's tenant holds (documents, records, memories, sessions, index size) and its typed queries per minute.
+ */
+export const getOverview = <ThrowOnError extends boolean = false>(options?: Options<GetOverviewData, ThrowOnError>) => (options?.client ?? client).get<GetOverviewResponses, GetOverviewErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/v1/overview',
+    ...options
 });
 
 /**

@@ -529,6 +529,7 @@ export type MatchedContext = {
         [key: string]: string | number | number | boolean | Array<string>;
     } | null;
     context_type: ContextType;
+    explanation?: ScoreExplanation | null;
     level: Level;
     /**
      * Score
@@ -612,6 +613,8 @@ export type MemoryItemOut = {
 
 /**
  * MemoryList
+ *
+ * ``GET /v1/users/{user}/memories``: newest first, ``limit`` from ``offset``.
  */
 export type MemoryList = {
     /**
@@ -619,7 +622,19 @@ export type MemoryList = {
      */
     memories: Array<MemoryItemOut>;
     /**
+     * Next Offset
+     *
+     * pass as offset for the next page; null at the end
+     */
+    next_offset?: number | null;
+    /**
+     * Offset
+     */
+    offset?: number;
+    /**
      * Total
+     *
+     * the user's memories in all (of the category, when one is named)
      */
     total: number;
     /**
@@ -799,6 +814,26 @@ export type PayloadDocument = {
 };
 
 /**
+ * QueryBucket
+ *
+ * The typed queries answered in one minute (since ``start``, epoch seconds), and how many found nothing.
+ */
+export type QueryBucket = {
+    /**
+     * Queries
+     */
+    queries: number;
+    /**
+     * Start
+     */
+    start: number;
+    /**
+     * Zero Result Queries
+     */
+    zero_result_queries: number;
+};
+
+/**
  * QueryPlan
  */
 export type QueryPlan = {
@@ -848,6 +883,57 @@ export type RememberResult = {
      * Uri
      */
     uri: string;
+};
+
+/**
+ * ScoreExplanation
+ *
+ * How a score was combined from its arms: ``rule`` over ``terms`` gives ``score`` (rounded to
+ * 6 decimals), so anyone can recompute it from the numbers beside it (:func:`combine_scores`).
+ */
+export type ScoreExplanation = {
+    /**
+     * Note
+     */
+    note?: string;
+    /**
+     * Rule
+     */
+    rule: 'weighted_sum' | 'noisy_or' | 'max' | 'min';
+    /**
+     * Score
+     */
+    score: number;
+    /**
+     * Terms
+     */
+    terms: Array<ScoreTerm>;
+};
+
+/**
+ * ScoreTerm
+ *
+ * One arm of a combined score: what it is, its score, and the weight it counts with.
+ */
+export type ScoreTerm = {
+    /**
+     * how this arm's own score was combined
+     */
+    explanation?: ScoreExplanation | null;
+    /**
+     * Label
+     *
+     * what the arm is: a typed query, the reranker, hotness, ...
+     */
+    label: string;
+    /**
+     * Score
+     */
+    score: number;
+    /**
+     * Weight
+     */
+    weight?: number;
 };
 
 /**
@@ -1024,12 +1110,30 @@ export type SessionExport = {
 
 /**
  * SessionList
+ *
+ * ``GET /v1/users/{user}/sessions``: newest first, ``limit`` from ``offset``.
  */
 export type SessionList = {
+    /**
+     * Next Offset
+     *
+     * pass as offset for the next page; null at the end
+     */
+    next_offset?: number | null;
+    /**
+     * Offset
+     */
+    offset?: number;
     /**
      * Sessions
      */
     sessions: Array<Session>;
+    /**
+     * Total
+     *
+     * the user's sessions in all
+     */
+    total?: number | null;
     /**
      * User
      */
@@ -1089,6 +1193,86 @@ export type StatsSnapshot = {
 };
 
 /**
+ * TenantOverview
+ *
+ * A tenant at a glance: its index, its users' data, and the queries it answered.
+ */
+export type TenantOverview = {
+    /**
+     * Documents
+     *
+     * shared documents (files under cairn://resources and cairn://agent)
+     */
+    documents: number;
+    /**
+     * Exact
+     *
+     * false when the index held more records than were read for the counts
+     */
+    exact: boolean;
+    /**
+     * Folders
+     *
+     * folders (their L0 records)
+     */
+    folders: number;
+    /**
+     * Memories
+     *
+     * memories of every user
+     */
+    memories: number;
+    /**
+     * Queries
+     *
+     * typed queries answered by this server process since it started
+     */
+    queries: number;
+    /**
+     * Queries Over Time
+     *
+     * typed queries per minute over the last day (this server process)
+     */
+    queries_over_time?: Array<QueryBucket>;
+    /**
+     * Records
+     *
+     * records (vectors) in the index: folders' L0 and L1, files' L2 chunks
+     */
+    records: number;
+    /**
+     * Records By Level
+     *
+     * records per level: L0, L1, L2
+     */
+    records_by_level: {
+        [key: string]: number;
+    };
+    /**
+     * Sessions
+     *
+     * sessions of those users
+     */
+    sessions: number;
+    /**
+     * Store Bytes
+     *
+     * bytes the index takes, where its backend tells
+     */
+    store_bytes?: number | null;
+    /**
+     * Tenant
+     */
+    tenant: string;
+    /**
+     * Users
+     *
+     * end users with memories or skills
+     */
+    users: number;
+};
+
+/**
  * Tree
  */
 export type Tree = {
@@ -1097,9 +1281,21 @@ export type Tree = {
      */
     children: Array<TreeNode>;
     /**
+     * Next Offset
+     *
+     * pass as offset for the next page; null at the end
+     */
+    next_offset?: number | null;
+    /**
+     * Offset
+     *
+     * where this page starts among them
+     */
+    offset?: number;
+    /**
      * Total
      *
-     * children of the folder; more than listed when the list was cut at limit
+     * children of the folder (chunks of the file); more than listed when the list was cut at limit
      */
     total: number;
     /**
@@ -1125,13 +1321,27 @@ export type TreeNode = {
      */
     children_total?: number | null;
     /**
+     * Citation
+     *
+     * where a chunk is in its document: page, heading_path, start, end
+     */
+    citation?: {
+        [key: string]: unknown;
+    } | null;
+    /**
      * Context Type
      */
     context_type: string;
     /**
      * Kind
      */
-    kind: 'directory' | 'file';
+    kind: 'directory' | 'file' | 'chunk';
+    /**
+     * Text
+     *
+     * a chunk's text (the L2 record search ranks)
+     */
+    text?: string | null;
     /**
      * Title
      */
@@ -1817,6 +2027,55 @@ export type RememberResponses = {
 
 export type RememberResponse = RememberResponses[keyof RememberResponses];
 
+export type GetOverviewData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/v1/overview';
+};
+
+export type GetOverviewErrors = {
+    /**
+     * Bad request: every problem is listed in `details`, each with where it is.
+     */
+    400: ErrorBody;
+    /**
+     * Missing or unknown credentials (`Authorization: Bearer <API key or token>`).
+     */
+    401: ErrorBody;
+    /**
+     * The credentials may not do this (another end user's data, or a role that does not allow it).
+     */
+    403: ErrorBody;
+    /**
+     * Too many requests: retry after `Retry-After` seconds.
+     */
+    429: ErrorBody;
+    /**
+     * Internal error: the message carries the request id to report.
+     */
+    500: ErrorBody;
+    /**
+     * A service cairn depends on refused or failed the request.
+     */
+    502: ErrorBody;
+    /**
+     * Unavailable for now: retry after `Retry-After` seconds.
+     */
+    503: ErrorBody;
+};
+
+export type GetOverviewError = GetOverviewErrors[keyof GetOverviewErrors];
+
+export type GetOverviewResponses = {
+    /**
+     * What the tenant holds (documents, records, memories, sessions, index size) and its queries over time
+     */
+    200: TenantOverview;
+};
+
+export type GetOverviewResponse = GetOverviewResponses[keyof GetOverviewResponses];
+
 export type SearchData = {
     body: SearchBody;
     path?: never;
@@ -2247,6 +2506,10 @@ export type BrowseTreeData = {
          * Limit
          */
         limit?: number;
+        /**
+         * Offset
+         */
+        offset?: number;
     };
     url: '/v1/tree';
 };
@@ -2434,6 +2697,14 @@ export type ListUserMemoriesData = {
          * Category
          */
         category?: string | null;
+        /**
+         * Offset
+         */
+        offset?: number;
+        /**
+         * Limit
+         */
+        limit?: number;
     };
     url: '/v1/users/{user}/memories';
 };
@@ -2492,7 +2763,16 @@ export type ListUserSessionsData = {
          */
         user: string;
     };
-    query?: never;
+    query?: {
+        /**
+         * Offset
+         */
+        offset?: number;
+        /**
+         * Limit
+         */
+        limit?: number;
+    };
     url: '/v1/users/{user}/sessions';
 };
 

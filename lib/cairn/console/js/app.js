@@ -1,15 +1,21 @@
-// The console's shell: where the API is, whose key, which pane.
+// The console's shell: where the API is, whose key, which pane, and the address that reopens a view.
 
-import { Api, Disconnected, describe } from "./api.js";
+import { Api, Disconnected, describe, may } from "./api.js";
 import { $, clear, h } from "./dom.js";
-import { ctx } from "./state.js";
+import { ctx, route, routed } from "./state.js";
 import * as tree from "./tree.js";
 import * as query from "./query.js";
 import * as user from "./user.js";
 import * as ingest from "./ingest.js";
 import * as stats from "./stats.js";
+import * as overview from "./overview.js";
 
-const PANES = { tree, query, user, ingest, stats };
+const PANES = { tree, query, user, ingest, stats, overview };
+// what a pane needs the key to be allowed (GET /v1/me's "can"): a pane the key may not use is not offered
+const NEEDS = {
+  tree: ["tree"], query: ["find", "search", "context"], user: ["memories", "sessions"], ingest: ["put_documents"],
+  stats: ["stats"], overview: ["overview"],
+};
 const KEY = "cairn.console.key";
 const URL_KEY = "cairn.console.url";
 
@@ -38,6 +44,9 @@ function showWho(me) {
 }
 
 let attempts = 0; // a Connect pressed again while the first still waits: only the last one counts
+// the view the address named when the page was opened (a link someone shared): reopened by the
+// first key that connects, then forgotten (a key connected later never opens the last one's view)
+let pending = null;
 
 async function connect(event) {
   if (event) event.preventDefault();
@@ -62,7 +71,14 @@ async function connect(event) {
   ctx.api = api;
   document.body.classList.add("connected");
   showWho(ctx.me);
+  offer(ctx.me);
   for (const pane of Object.values(ctx.panes)) pane.connected();
+  const reopen = pending;
+  pending = null;
+  if (reopen && isOffered(reopen.pane)) {
+    select(reopen.pane, false);
+    if (ctx.panes[reopen.pane].restore) ctx.panes[reopen.pane].restore(reopen.params);
+  }
 }
 
 /** Before another key is shown (or a wrong one refused): nothing the previous key loaded stays on
@@ -73,6 +89,9 @@ function forget() {
   ctx.me = null;
   document.body.classList.remove("connected");
   mountPanes();
+  offer(null);
+  const shown = document.querySelector("[role=tab][aria-selected=true]");
+  if (!pending) route(shown ? shown.dataset.pane : "tree"); // the address no longer names what the old key opened
 }
 
 function mountPanes() {
@@ -81,25 +100,68 @@ function mountPanes() {
   }
 }
 
-function select(name) {
-  for (const tab of document.querySelectorAll("[role=tab]")) {
-    tab.setAttribute("aria-selected", String(tab.dataset.pane === name));
+function tabs() {
+  return [...document.querySelectorAll("[role=tab]")];
+}
+
+function isOffered(name) {
+  const tab = tabs().find((t) => t.dataset.pane === name);
+  return Boolean(tab && !tab.hidden);
+}
+
+/** Only the panes the key may use are offered (none are hidden before a key is known). */
+function offer(me) {
+  for (const tab of tabs()) {
+    tab.hidden = Boolean(me) && !NEEDS[tab.dataset.pane].some((op) => may(me, op));
+  }
+  const selected = tabs().find((t) => t.getAttribute("aria-selected") === "true");
+  if (!selected || selected.hidden) select(tabs().find((t) => !t.hidden).dataset.pane);
+}
+
+function select(name, focus = false) {
+  for (const tab of tabs()) {
+    const on = tab.dataset.pane === name;
+    tab.setAttribute("aria-selected", String(on));
+    tab.tabIndex = on ? 0 : -1;
+    if (on && focus) tab.focus();
   }
   for (const section of document.querySelectorAll("section.pane")) {
     section.hidden = section.dataset.pane !== name;
   }
-  history.replaceState(null, "", `#${name}`);
+  const current = routed();
+  if (!current || current.pane !== name) route(name);
+}
+
+/** The WAI-ARIA tabs pattern: arrows move to the previous or next tab (wrapping), Home and End to the ends. */
+function onTabKey(event) {
+  const shown = tabs().filter((t) => !t.hidden);
+  const at = shown.indexOf(event.currentTarget);
+  const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: shown.length - 1 }[event.key];
+  if (to === undefined) return;
+  event.preventDefault();
+  select(shown[(to + shown.length) % shown.length].dataset.pane, true);
+}
+
+/** Another pane asks for a view of its own (a result opens its document in the tree). */
+function onOpen(event) {
+  const { pane, params } = event.detail;
+  if (!isOffered(pane)) return;
+  select(pane);
+  ctx.panes[pane].restore(params);
 }
 
 function start() {
   $("#base-url").value = sessionStorage.getItem(URL_KEY) || location.origin;
   $("#api-key").value = sessionStorage.getItem(KEY) || "";
   $("#connect").addEventListener("submit", connect);
-  for (const tab of document.querySelectorAll("[role=tab]")) {
-    tab.addEventListener("click", () => select(tab.dataset.pane));
+  for (const tab of tabs()) {
+    tab.addEventListener("click", () => { pending = null; select(tab.dataset.pane); });
+    tab.addEventListener("keydown", onTabKey);
   }
-  const wanted = location.hash.slice(1);
-  select(PANES[wanted] ? wanted : "tree");
+  document.addEventListener("cairn:open", onOpen);
+  const wanted = routed();
+  pending = wanted && PANES[wanted.pane] ? wanted : null;
+  select(pending ? wanted.pane : "tree");
   connect(); // mounts the panes; a server without keys needs none, one with keys says what it wants
 }
 

@@ -31,6 +31,14 @@ function connected() {
   const allowed = may(ctx.me, "put_documents");
   $("#i-run").disabled = !allowed;
   clear($("#i-status"), allowed ? null : notice("info", `this key (role ${ctx.me.role}) may not upload documents`));
+  if (ctx.me.user) { // a key bound to one user writes that user's folders only, never the shared ones
+    $("#i-root").value = `${ownRoot()}/skills/uploads`;
+    clear($("#i-status"), notice("info", `this key acts for ${ctx.me.user}: it uploads under ${ownRoot()}/ only`));
+  }
+}
+
+function ownRoot() {
+  return `cairn://user/${ctx.me.user}`;
 }
 
 function pathOf(file) {
@@ -79,6 +87,9 @@ async function upload(event) {
   const report = $("#i-report");
   clear(report);
   if (!files.length) return clear(status, notice("error", "pick files or a folder first"));
+  if (ctx.me && ctx.me.user && !rootUri.startsWith(`${ownRoot()}/`)) {
+    return clear(status, notice("error", `this key acts for ${ctx.me.user}: pick a folder under ${ownRoot()}/`));
+  }
   const skipped = [];
   const docs = [];
   for (const file of files) {
@@ -111,7 +122,7 @@ async function upload(event) {
     totals.warnings.length ? h("ul", { class: "warnings" }, totals.warnings.map((w) => h("li", {}, w))) : null,
     h("h3", {}, `skipped (${skipped.length})`),
     skipped.length
-      ? h("table", { class: "skipped" }, h("thead", {}, h("tr", {}, h("th", {}, "file"), h("th", {}, "why"), h("th", {}, "by"))),
-        h("tbody", {}, skipped.map((x) => h("tr", {}, h("td", {}, x.source), h("td", {}, x.reason), h("td", {}, x.by)))))
+      ? h("div", { class: "table-scroll" }, h("table", { class: "skipped" }, h("thead", {}, h("tr", {}, h("th", {}, "file"), h("th", {}, "why"), h("th", {}, "by"))),
+        h("tbody", {}, skipped.map((x) => h("tr", {}, h("td", {}, x.source), h("td", {}, x.reason), h("td", {}, x.by))))))
       : h("p", { class: "muted" }, "nothing skipped"));
 }

@@ -1,7 +1,7 @@
 // The query pane: find / search / context with a session or user, mode, limit and filter; the
 // results with why each is there, the plan, and each typed query's trace as a picture.
 
-import { ctx } from "./state.js";
+import { ctx, open, route } from "./state.js";
 import { UNAVAILABLE, describe, may } from "./api.js";
 import { $, clear, debounce, fmt, h, notice, shortUri } from "./dom.js";
 import { citationText } from "./tree.js";
@@ -34,7 +34,21 @@ export function mount(section) {
   $("#q-filter", section).addEventListener("input", debounce(checkFilter, 300));
   $("#q-user", section).addEventListener("change", (e) => loadSessions(e.target.value.trim()));
   $("#q-new-session", section).addEventListener("click", newSession);
-  return { connected };
+  return { connected, restore };
+}
+
+const FIELDS = { q: "#q-text", session: "#q-session", user: "#q-user", mode: "#q-mode", limit: "#q-limit" };
+
+/** The view an address names: #query?op=search&q=...&session=...&user=...&mode=...&limit=... runs it again. */
+function restore(params) {
+  const op = params.get("op");
+  if (!params.get("q") || !["find", "search", "context"].includes(op)) return;
+  document.querySelector(`input[name=op][value=${op}]`).checked = true;
+  for (const [name, selector] of Object.entries(FIELDS)) {
+    const input = $(selector);
+    if (params.has(name) && !input.readOnly) input.value = params.get(name);
+  }
+  $("#query-form").requestSubmit();
 }
 
 function connected() {
@@ -142,6 +156,8 @@ async function run(event) {
     return clear(out, notice("error", err.message));
   }
   clear(out, h("p", { class: "muted" }, `POST /v1/${op} …`));
+  route("query", { op, q: body.query, session: body.session_id, user: body.user, mode: body.mode,
+    limit: body.limit === 10 ? undefined : body.limit });
   try {
     const answer = await ctx.api.post(`/v1/${op}`, body);
     clear(out, op === "context" ? contextView(answer) : resultView(answer));
@@ -186,11 +202,45 @@ function resultView(answer) {
         h("span", { class: "badge" }, m.context_type), " ", h("strong", {}, m.title || shortUri(m.uri))),
       h("p", { class: "uri" }, h("code", {}, m.uri), m.citation ? h("span", { class: "citation" }, ` — ${citationText(m.citation)}`) : null),
       h("p", { class: "abstract" }, m.abstract),
-      h("ul", { class: "why" }, why(m, answer.provenance).map((line) => h("li", {}, line))))))
+      h("ul", { class: "why" }, why(m, answer.provenance).map((line) => h("li", {}, line))),
+      m.explanation ? arithmetic(m.explanation, m.score) : null,
+      openButton(m.uri))))
       : notice("info", "no results: the trace below says why"),
     answer.query_plan ? planView(answer.query_plan) : h("p", { class: "muted plan" }, "no plan: find runs the query as written"),
     h("section", { class: "traces" }, h("h3", {}, "trace"),
       (answer.provenance || []).map((p, i) => traceFigure(p, i))));
+}
+
+const RULES = {
+  weighted_sum: "the sum of weight × score",
+  noisy_or: "1 − the product of (1 − weight × score): found by several, it ranks above each alone",
+  max: "the largest weight × score",
+  min: "the smallest weight × score",
+};
+
+/** The arithmetic of a score, as the answer carries it: the formula with its numbers, then each
+ * arm (its score, its weight, what it is) and, nested, how an arm's own score was combined. */
+function arithmetic(ex, shown) {
+  return h("div", { class: "arithmetic", "data-rule": ex.rule, "data-score": shown },
+    h("p", { class: "formula" }, h("code", {}, `${fmt(shown)} = ${formula(ex)}`), " ",
+      h("span", { class: "muted" }, [ex.note, RULES[ex.rule] || ex.rule].filter(Boolean).join(": "))),
+    h("ul", { class: "terms" }, ex.terms.map((t) => h("li", { class: "term", "data-score": t.score, "data-weight": t.weight },
+      h("code", {}, `${fmt(t.score, 6)} × ${fmt(t.weight, 4)}`), ` ${t.label}`,
+      t.explanation ? arithmetic(t.explanation, t.score) : null))));
+}
+
+function formula(ex) {
+  const parts = ex.terms.map((t) => `${fmt(t.score)}×${fmt(t.weight, 2)}`);
+  if (ex.rule === "weighted_sum") return parts.join(" + ");
+  if (ex.rule === "noisy_or") return "1 − " + parts.map((p) => `(1 − ${p})`).join("·");
+  return `${ex.rule}(${parts.join(", ")})`;
+}
+
+/** Opens the result's document (a folder: the folder) in the tree pane. */
+function openButton(uri) {
+  const button = h("button", { type: "button", class: "link open-doc", "data-uri": uri }, "open in the tree");
+  button.addEventListener("click", () => open("tree", { uri }));
+  return button;
 }
 
 function planView(plan) {
@@ -199,10 +249,10 @@ function planView(plan) {
     h("p", {}, h("span", { class: "badge" }, `planner ${plan.planner}`),
       plan.fallback ? h("span", { class: "badge warn" }, `fell back: ${plan.fallback_reason || "yes"}`) : null),
     h("p", { class: "reasoning" }, plan.reasoning || "(the planner gave no reasoning)"),
-    h("table", {}, h("thead", {}, h("tr", {}, ["#", "typed query", "type", "intent", "priority", "scope"].map((c) => h("th", {}, c)))),
+    h("div", { class: "table-scroll" }, h("table", {}, h("thead", {}, h("tr", {}, ["#", "typed query", "type", "intent", "priority", "scope"].map((c) => h("th", {}, c)))),
       h("tbody", {}, (plan.queries || []).map((q, i) => h("tr", {},
         h("td", {}, i + 1), h("td", {}, q.query), h("td", {}, q.context_type || "any"), h("td", {}, q.intent || ""),
-        h("td", {}, q.priority), h("td", {}, (q.target_uris || []).length ? q.target_uris.map(shortUri).join(", ") : "every root it may see"))))));
+        h("td", {}, q.priority), h("td", {}, (q.target_uris || []).length ? q.target_uris.map(shortUri).join(", ") : "every root it may see")))))));
 }
 
 function contextView(answer) {

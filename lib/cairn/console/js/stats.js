@@ -79,7 +79,7 @@ function table(data) {
   const cols = [["context_type", "type"], ["queries", "queries"], ["results", "results"], ["zero_result_queries", "no result"],
     ["score_mean", "mean score"], ["latency_ms_p50", "p50 ms"], ["latency_ms_p95", "p95 ms"], ["vector_calls", "vector calls"],
     ["rounds", "rounds"], ["rerank_used", "reranked"], ["rerank_fallbacks", "rerank fallbacks"]];
-  return h("table", { class: "stats" }, h("thead", {}, h("tr", {}, cols.map(([, label]) => h("th", {}, label)))),
+  return h("div", { class: "table-scroll" }, h("table", { class: "stats" }, h("thead", {}, h("tr", {}, cols.map(([, label]) => h("th", {}, label)))),
     h("tbody", {}, data.map((t) => h("tr", { "data-type": t.context_type }, cols.map(([key]) =>
-      h("td", {}, typeof t[key] === "number" && !Number.isInteger(t[key]) ? fmt(t[key], key.startsWith("score") ? 3 : 1) : String(t[key] ?? "–")))))));
+      h("td", {}, typeof t[key] === "number" && !Number.isInteger(t[key]) ? fmt(t[key], key.startsWith("score") ? 3 : 1) : String(t[key] ?? "–"))))))));
 }

@@ -16,8 +16,9 @@ const STOPS = {
   converged: "the top results stopped changing",
   pool_stable: "no new candidates came in",
 };
-const BOX_W = 150;
-const BOX_H = 64;
+// drawn at its own size in a box that scrolls sideways: never scaled down (text stays 12 px and more)
+const BOX_W = 172;
+const BOX_H = 72;
 const GAP = 22;
 const TIERS = ["L0", "L1", "L2"];
 
@@ -66,8 +67,8 @@ function box(x, y, kind, title, lines, tip) {
   return s("g", { class: `stage ${kind}`, "data-stage": kind },
     s("title", {}, tip || [title, ...lines].join("\n")),
     s("rect", { x, y, width: BOX_W, height: BOX_H, rx: 6 }),
-    s("text", { x: x + 8, y: y + 17, class: "stage-title" }, clip(title, 22)),
-    wrap(lines, 22, 3).map((line, i) => s("text", { x: x + 8, y: y + 32 + i * 12, class: "stage-line" }, clip(line, 23))));
+    s("text", { x: x + 8, y: y + 18, class: "stage-title" }, clip(title, 22)),
+    wrap(lines, 23, 3).map((line, i) => s("text", { x: x + 8, y: y + 35 + i * 14, class: "stage-line" }, clip(line, 24))));
 }
 
 function arrow(x1, y, x2) {
@@ -163,16 +164,31 @@ function strip(p, top, width) {
   const placed = all.filter((c) => Number.isFinite(c.score)).sort((a, b) => a.score - b.score);
   for (const c of placed) {
     const tier = TIERS.includes(c.tier) ? c.tier : "L2";
-    const crowded = last[tier] && x(c.score) - last[tier].x < 15;
-    const lift = crowded ? (last[tier].lift === 0 ? -9 : 0) : 0;
+    const crowded = last[tier] && x(c.score) - last[tier].x < 19;
+    const lift = crowded ? (last[tier].lift === 0 ? -11 : 0) : 0;
     last[tier] = { x: x(c.score), lift };
     const cy = rowY(tier) + lift;
     nodes.push(s("g", { class: `cand ${c.kept ? "kept" : "dropped"}`, "data-uri": c.uri },
       s("title", {}, `${c.kept ? "#" + c.rank + " kept" : "dropped"} · ${c.uri}\nscore ${fmt(c.score)} · ${c.reason || ""}`),
-      s("circle", { cx: x(c.score), cy, r: c.kept ? 7 : 5 }),
-      c.kept ? s("text", { x: x(c.score), y: cy + 3.5, class: "rank", "text-anchor": "middle" }, c.rank) : null));
+      s("circle", { cx: x(c.score), cy, r: c.kept ? 9 : 5 }),
+      c.kept ? s("text", { x: x(c.score), y: cy + 4, class: "rank", "text-anchor": "middle" }, c.rank) : null));
   }
-  return { nodes, height: 26 + 3 * 30 + 10 };
+  return { nodes, height: 26 + 3 * 30 + 10, all };
+}
+
+/** What the picture's tooltips hold, as text that keyboard and touch reach: each stage's details,
+ * and every candidate with its URI, score and why it was kept or dropped. */
+function details(list, candidates) {
+  return h("div", { class: "trace-details" },
+    h("details", { class: "stage-details" }, h("summary", {}, `the ${list.length} stages in detail`),
+      h("ol", {}, list.map((st) => h("li", { "data-stage": st.kind.split(" ")[0] }, h("strong", {}, st.title), " — ",
+        st.tip || st.lines.filter(Boolean).join(" · "),
+        (st.folders || []).length ? h("ul", {}, st.folders.map((f) => h("li", {}, h("code", {}, f.uri), ` score ${fmt(f.score)}`,
+          f.detail ? ` · ${f.detail}` : ""))) : null)))),
+    h("details", { class: "candidate-details" }, h("summary", {}, `the ${candidates.length} candidates in detail`),
+      h("ol", {}, candidates.map((c) => h("li", { class: c.kept ? "kept" : "dropped" },
+        `${c.kept ? "#" + c.rank + " kept" : "dropped"} · ${c.tier || "L2"} · score ${fmt(c.score)} · `, h("code", {}, c.uri),
+        c.reason ? ` · ${c.reason}` : "")))));
 }
 
 /** One typed query's trace as a figure: an SVG picture and the numbers beside it. */
@@ -187,7 +203,8 @@ export function traceFigure(p, index) {
     top.nodes, bottom.nodes);
   const notes = (p.trace.events || []).filter((e) => e.kind === "fallback" && !/evidence gate/.test(e.detail || ""));
   return h("figure", { class: "trace-figure", "data-query": index },
-    h("div", { class: "svg-scroll" }, svg),
+    h("div", { class: "svg-scroll", tabindex: 0, role: "region", "aria-label": `trace picture of typed query ${index + 1}, scrolls sideways` }, svg),
+    details(stages(p), bottom.all),
     h("figcaption", {},
       `typed query ${index + 1} · ${stats.mode || "?"} mode · ${stats.rounds ?? 0} rounds · ${stats.vector_calls ?? 0} vector calls · `
       + `${(p.searched_directories || []).length} folders searched · ${fmt(stats.latency_ms, 1)} ms`

@@ -1,11 +1,12 @@
 // The tenant's tree: folders with their L0 abstract, L1 overview and counts; a file's chunks
-// with their citations and its full body (GET /v1/tree, GET /v1/contents, POST /v1/find).
+// with their citations and its full body (GET /v1/tree, GET /v1/contents). Browsing runs no search.
 
-import { ctx } from "./state.js";
+import { ctx, route } from "./state.js";
 import { describe } from "./api.js";
 import { $, clear, fmt, h, notice, shortUri } from "./dom.js";
 
-const MAX_CHUNKS = 200;
+const PAGE = 100; // items of a folder per request; "more" asks for the next page
+const MAX_CHUNKS = 1000; // a file's chunks in one request (GET /v1/tree of the file)
 export function mount(section) {
   clear(section,
     h("form", { id: "tree-form", class: "bar" },
@@ -19,10 +20,10 @@ export function mount(section) {
   $("#tree-form", section).addEventListener("submit", (e) => {
     e.preventDefault();
     const uri = $("#tree-uri", section).value.trim() || $("#tree-root", section).value;
-    openRoot(uri);
+    openUri(uri);
   });
   $("#tree-root", section).addEventListener("change", () => openRoot($("#tree-root", section).value));
-  return { connected };
+  return { connected, restore };
 }
 
 function roots(me) {
@@ -37,16 +38,71 @@ function connected() {
   openRoot(select.value);
 }
 
-async function openRoot(uri) {
-  const list = $("#tree-list");
-  clear(list, h("p", { class: "muted" }, `loading ${uri}…`));
+/** The view an address names: #tree?uri=... (a folder, or a file: its parent listed, the file read). */
+function restore(params) {
+  const uri = params.get("uri");
+  if (uri) openUri(uri);
+}
+
+/** Open a URI typed or linked: a folder is listed; a file (a chunk, a display URI: its file) is
+ * read beside its folder's listing. GET /v1/tree tells which: a file's children are its chunks. */
+async function openUri(raw) {
+  const uri = String(raw).replace(/\/\.(abstract|overview)\.md$/, "").split("#")[0];
+  $("#tree-uri").value = uri;
+  const asked = ++listing;
+  let probe;
   try {
-    const tree = await ctx.api.get("/v1/tree", { uri, depth: 2, limit: 200 });
-    clear(list, h("p", { class: "tree-head" }, h("strong", {}, shortUri(uri)), ` — ${countText(tree.total)}`),
-      branch(tree.children));
+    probe = await ctx.api.get("/v1/tree", { uri, depth: 2, limit: PAGE });
   } catch (err) {
-    clear(list, notice(err.status === 404 ? "info" : "error", describe(err)));
+    if (asked === listing) clear($("#tree-list"), notice(err.status === 404 ? "info" : "error", describe(err)));
+    return;
   }
+  if (asked !== listing) return;
+  if (!probe.children.length || probe.children[0].kind !== "chunk") return openRoot(uri, null, probe);
+  const at = uri.lastIndexOf("/");
+  openRoot(uri.slice(0, at), uri);
+  return readFile({ uri, kind: "file", title: uri.slice(at + 1), abstract: "" }, probe);
+}
+
+let listing = 0; // the folder asked for last: an older listing that answers later is dropped
+
+async function openRoot(uri, selected, listed) {
+  const list = $("#tree-list");
+  const asked = ++listing;
+  clear(list, h("p", { class: "muted" }, `loading ${uri}…`));
+  route("tree", { uri: selected || uri });
+  try {
+    const tree = listed || await ctx.api.get("/v1/tree", { uri, depth: 2, limit: PAGE });
+    if (asked !== listing) return;
+    const items = branch(tree.children);
+    clear(list, h("p", { class: "tree-head" }, h("strong", {}, shortUri(uri)), ` — ${countText(tree.total)}`), items,
+      moreButton(uri, tree, items));
+    if (selected) {
+      const label = list.querySelector(`.node[data-uri="${CSS.escape(selected)}"]`);
+      if (label) select(label);
+    }
+  } catch (err) {
+    if (asked === listing) clear(list, notice(err.status === 404 ? "info" : "error", describe(err)));
+  }
+}
+
+/** A "more" button under a listing cut at a page: it appends the next page (GET /v1/tree's offset). */
+function moreButton(uri, page, list) {
+  if (page.next_offset === null || page.next_offset === undefined) return null;
+  const shown = page.next_offset;
+  const button = h("button", { type: "button", class: "more", "data-next": shown },
+    `more (${shown} of ${page.total} shown)`);
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const next = await ctx.api.get("/v1/tree", { uri, depth: 2, limit: PAGE, offset: shown });
+      list.append(...next.children.map(node));
+      button.replaceWith(moreButton(uri, next, list) || "");
+    } catch (err) {
+      button.replaceWith(notice("error", describe(err)));
+    }
+  });
+  return button;
 }
 
 function countText(n) {
@@ -68,16 +124,19 @@ function node(n) {
   let open = false;
   label.addEventListener("click", async () => {
     select(label);
+    route("tree", { uri: n.uri });
     if (!isDir) return readFile(n);
     readFolder(n);
     open = !open;
     label.querySelector(".icon").textContent = open ? "▾" : "▸";
-    const old = item.querySelector(":scope > ul, :scope > .notice");
-    if (old) old.remove();
+    for (const old of item.querySelectorAll(":scope > ul, :scope > .notice, :scope > .more")) old.remove();
     if (!open) return;
     try {
-      const sub = await ctx.api.get("/v1/tree", { uri: n.uri, depth: 2, limit: 200 });
-      item.append(branch(sub.children));
+      const sub = await ctx.api.get("/v1/tree", { uri: n.uri, depth: 2, limit: PAGE });
+      const items = branch(sub.children);
+      item.append(items);
+      const more = moreButton(n.uri, sub, items);
+      if (more) item.append(more);
     } catch (err) {
       item.append(notice("error", describe(err)));
     }
@@ -110,56 +169,27 @@ function heading(n) {
       n.children_total !== undefined && n.children_total !== null ? h("span", { class: "badge" }, countText(n.children_total)) : null));
 }
 
-async function readFile(n) {
+/** A file: its chunks with their citations (one request: GET /v1/tree of the file) and its body
+ * (GET /v1/contents at L2, paged): two requests, and neither is a search. */
+async function readFile(n, listed) {
   const detail = $("#tree-detail");
   const chunkBox = h("div", { class: "chunks" }, h("p", { class: "muted" }, "loading chunks…"));
   const bodyBox = h("pre", { class: "l2 text" }, "loading…");
-  clear(detail, heading(n), h("h4", {}, "L0 abstract"), h("p", { class: "l0" }, n.abstract),
-    h("h4", {}, "Chunks (L2 records) and where each is in the document"), chunkBox,
+  clear(detail, heading(n), h("h4", {}, "Chunks (L2 records) and where each is in the document"), chunkBox,
     h("h4", {}, "Full body (L2)"), bodyBox);
-  chunks(n).then((list) => clear(chunkBox, list), (err) => clear(chunkBox, notice("error", describe(err))));
+  chunks(n.uri, listed).then((list) => clear(chunkBox, list), (err) => clear(chunkBox, notice("error", describe(err))));
   body(n.uri, bodyBox);
 }
 
-/** The file's chunks: each record's text (GET /v1/contents at L1), with the citation a search answers. */
-async function chunks(n) {
-  const found = [];
-  for (let i = 0; i < MAX_CHUNKS; i++) {
-    try {
-      found.push(await ctx.api.get("/v1/contents", { uri: `${n.uri}#${i}`, level: 1 }));
-    } catch (err) {
-      if (err.status === 404) break;
-      throw err;
-    }
-  }
-  if (!found.length) found.push(await ctx.api.get("/v1/contents", { uri: n.uri, level: 1 }));
-  const citations = await citationsOf(n, found);
-  return h("ol", { class: "chunk-list" }, found.map((c) => {
-    const cite = citations.get(c.uri);
-    return h("li", { class: "chunk", "data-uri": c.uri },
-      h("p", {}, h("code", {}, shortUri(c.uri)), " ", h("strong", {}, c.title)),
-      cite ? h("p", { class: "citation" }, citationText(cite)) : h("p", { class: "citation muted" }, "no citation recorded"),
-      h("pre", { class: "text" }, c.text));
-  }));
-}
-
-/** Citations live on the chunks' records: a find for exactly those records (a filter on their
- * URIs, every score kept) answers each with its citation. */
-async function citationsOf(n, found) {
-  const out = new Map();
-  const uris = found.map((c) => c.uri).slice(0, 100);
-  try {
-    const result = await ctx.api.post("/v1/find", {
-      query: n.title || shortUri(n.uri), filter: { uri: { $in: uris } }, collapse_chunks: false,
-      limit: uris.length, score_threshold: -1,
-    });
-    for (const m of [...result.resources, ...result.memories, ...result.skills]) {
-      if (m.citation) out.set(m.uri, m.citation);
-    }
-  } catch {
-    // citations are a help, not the listing: the chunks stay shown without them
-  }
-  return out;
+async function chunks(uri, listed) {
+  const found = listed && listed.total === listed.children.length ? listed : await ctx.api.get("/v1/tree", { uri, limit: MAX_CHUNKS });
+  const list = h("ol", { class: "chunk-list" }, found.children.map((c) => h("li", { class: "chunk", "data-uri": c.uri },
+    h("p", {}, h("code", {}, shortUri(c.uri)), " ", h("strong", {}, c.title)),
+    c.citation ? h("p", { class: "citation" }, citationText(c.citation)) : h("p", { class: "citation muted" }, "no citation recorded"),
+    h("pre", { class: "text" }, c.text || c.abstract))));
+  const cut = found.total > found.children.length
+    ? notice("info", `the first ${found.children.length} of ${found.total} chunks`) : null;
+  return h("div", {}, list, cut);
 }
 
 export function citationText(c) {

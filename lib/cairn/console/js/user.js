@@ -1,7 +1,7 @@
 // A user's page: their sessions with messages, their memories by category (with forget), and the
 // context cairn prefetched for the newest message.
 
-import { ctx } from "./state.js";
+import { ctx, route } from "./state.js";
 import { UNAVAILABLE, describe, may } from "./api.js";
 import { $, clear, fmt, h, notice, shortUri } from "./dom.js";
 
@@ -18,7 +18,16 @@ export function mount(section) {
     e.preventDefault();
     open($("#u-name").value.trim());
   });
-  return { connected };
+  return { connected, restore };
+}
+
+const PAGE = 50; // sessions or memories per request; "more" asks for the next page
+
+/** The view an address names: #user?user=ann. */
+function restore(params) {
+  const name = $("#u-name");
+  if (params.get("user") && !name.readOnly) name.value = params.get("user");
+  open(name.value.trim());
 }
 
 function connected() {
@@ -31,6 +40,7 @@ function connected() {
 
 function open(user) {
   if (!user) return;
+  route("user", { user });
   sessions(user);
   memories(user);
 }
@@ -39,15 +49,34 @@ function unavailableOr(err, what) {
   return err.unavailable ? notice("unavailable", `${what}: ${UNAVAILABLE}`) : notice("error", describe(err));
 }
 
-/** GET /v1/users/{user}/{what}: the list, or null once the box says why there is none. */
+/** GET /v1/users/{user}/{what}, its first page: {items, page}, or null once the box says why there is none. */
 async function userList(box, user, what) {
   clear(box, h("p", { class: "muted" }, "loading…"));
   try {
-    return (await ctx.api.get(`/v1/users/${encodeURIComponent(user)}/${what}`))[what] || [];
+    const page = await ctx.api.get(`/v1/users/${encodeURIComponent(user)}/${what}`, { limit: PAGE });
+    return { items: page[what] || [], page };
   } catch (err) {
     clear(box, unavailableOr(err, `a user's ${what} (GET /v1/users/{user}/${what})`));
     return null;
   }
+}
+
+/** A "more" button under a list cut at a page: it loads the next page and hands its items to ``add``. */
+function moreButton(user, what, page, add) {
+  if (page.next_offset === null || page.next_offset === undefined) return null;
+  const shown = page.next_offset;
+  const button = h("button", { type: "button", class: "more", "data-next": shown },
+    `more (${shown} of ${page.total ?? "?"} shown)`);
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const next = await ctx.api.get(`/v1/users/${encodeURIComponent(user)}/${what}`, { limit: PAGE, offset: shown });
+      add(next[what] || [], next);
+    } catch (err) {
+      button.replaceWith(notice("error", describe(err)));
+    }
+  });
+  return button;
 }
 
 function when(epoch) {
@@ -60,20 +89,29 @@ async function sessions(user) {
   clear(pre);
   const found = await userList(box, user, "sessions");
   if (!found) return;
-  if (!found.length) {
+  if (!found.items.length) {
     clear(box, notice("info", `no sessions for ${user}`));
     return;
   }
-  found.sort((a, b) => b.updated_at - a.updated_at);
-  clear(box, h("ul", { class: "sessions" }, found.map((sn) => {
-    const item = h("li", { class: "session", "data-id": sn.id },
-      h("button", { type: "button", class: "link" }, `${sn.id.slice(0, 8)} · ${sn.last_seq} message${sn.last_seq === 1 ? "" : "s"} · ${when(sn.updated_at)}`),
-      sn.summary ? h("p", { class: "abstract" }, sn.summary) : null);
-    item.querySelector("button").addEventListener("click", () => messages(sn, item));
-    return item;
-  })));
-  const newest = box.querySelector("li.session");
-  messages(found[0], newest, true);
+  const list = h("ul", { class: "sessions" });
+  const add = (items, page) => {
+    list.append(...items.map(sessionItem)); // the API answers newest first, page after page
+    const old = box.querySelector(":scope > .more");
+    if (old) old.remove();
+    const more = moreButton(user, "sessions", page, add);
+    if (more) box.append(more);
+  };
+  clear(box, list);
+  add(found.items, found.page);
+  messages(found.items[0], list.querySelector("li.session"), true);
+}
+
+function sessionItem(sn) {
+  const item = h("li", { class: "session", "data-id": sn.id },
+    h("button", { type: "button", class: "link" }, `${sn.id.slice(0, 8)} · ${sn.last_seq} message${sn.last_seq === 1 ? "" : "s"} · ${when(sn.updated_at)}`),
+    sn.summary ? h("p", { class: "abstract" }, sn.summary) : null);
+  item.querySelector("button").addEventListener("click", () => messages(sn, item));
+  return item;
 }
 
 async function messages(sn, item, withPrefetched = false) {
@@ -101,15 +139,20 @@ async function memories(user) {
   const box = $("#u-memories");
   const found = await userList(box, user, "memories");
   if (!found) return;
-  if (!found.length) return clear(box, notice("info", `no memories of ${user}`));
-  const byCategory = new Map();
-  for (const m of found) {
-    if (!byCategory.has(m.category)) byCategory.set(m.category, []);
-    byCategory.get(m.category).push(m);
-  }
-  clear(box, [...byCategory.entries()].sort().map(([category, list]) => h("section", { class: "category", "data-category": category },
-    h("h4", {}, `${category} (${list.length})`),
-    h("ul", {}, list.map(memoryItem)))));
+  if (!found.items.length) return clear(box, notice("info", `no memories of ${user}`));
+  const loaded = [];
+  const add = (items, page) => {
+    loaded.push(...items);
+    const byCategory = new Map();
+    for (const m of loaded) {
+      if (!byCategory.has(m.category)) byCategory.set(m.category, []);
+      byCategory.get(m.category).push(m);
+    }
+    clear(box, [...byCategory.entries()].sort().map(([category, list]) => h("section", { class: "category", "data-category": category },
+      h("h4", {}, `${category} (${list.length})`),
+      h("ul", {}, list.map(memoryItem)))), moreButton(user, "memories", page, add));
+  };
+  add(found.items, found.page);
 }
 
 function memoryItem(m) {

@@ -54,7 +54,7 @@ def quick_search(
         hits = store.query(req)
         trace.stats.vector_calls += 1
         trace.add("global_search", detail=f"roots={roots} limit={depth} mode={req.mode.value} hits={len(hits)}")
-        found = [Candidate(record=h.record, score=h.score, reason=reason) for h in hits]
+        found = [Candidate(record=h.record, score=h.score, reason=reason, explanation=h.explanation) for h in hits]
         if not collapse_chunks:
             break
         found = best_chunk_per_document(found)

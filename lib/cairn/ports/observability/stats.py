@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 ALL_TYPES = "all"  # the context type of a typed query that spans every type
 LATENCY_WINDOW = 1024  # latencies kept per type for the snapshot's percentiles
 MAX_PENDING_LATENCIES = 1000  # latencies kept per type between two EMF emits
+HISTORY_BUCKET_S = 60  # queries over time: counted per minute
+HISTORY_BUCKETS = 24 * 60  # the last day of minutes is kept
 
 
 class TypeStats(BaseModel):
@@ -58,6 +60,14 @@ class TypeStats(BaseModel):
     @property
     def vector_calls_per_query(self) -> float:
         return self.vector_calls / self.queries if self.queries else 0.0
+
+
+class QueryBucket(BaseModel):
+    """The typed queries answered in one minute (since ``start``, epoch seconds), and how many found nothing."""
+
+    start: float
+    queries: int
+    zero_result_queries: int
 
 
 class StatsSnapshot(BaseModel):
@@ -165,6 +175,7 @@ class RetrievalStats:
         self._total = _Totals(self._latency_window)
         self._pending: dict[str, _Totals] = {}
         self._pending_total = _Totals(0)  # what the next emit writes by service alone (no latencies kept)
+        self._minutes: deque[list[int]] = deque(maxlen=HISTORY_BUCKETS)  # [minute start, queries, zero-result]
 
     def reset(self) -> None:
         """Forget everything recorded, including what was not yet emitted."""
@@ -201,6 +212,16 @@ class RetrievalStats:
                 self._pending[key] = _Totals(MAX_PENDING_LATENCIES)
             self._pending[key].add(*args)
             self._pending_total.add(*args)
+            minute = int(time.time()) // HISTORY_BUCKET_S * HISTORY_BUCKET_S
+            if not self._minutes or self._minutes[-1][0] != minute:
+                self._minutes.append([minute, 0, 0])
+            self._minutes[-1][1] += 1
+            self._minutes[-1][2] += 0 if scores else 1
+
+    def history(self) -> list[QueryBucket]:
+        """Queries over time: one bucket per minute in which any was answered, oldest first (the last day)."""
+        with self._lock:
+            return [QueryBucket(start=float(b[0]), queries=b[1], zero_result_queries=b[2]) for b in self._minutes]
 
     def record_result(self, result: QueryResult) -> None:
         """Record one typed query's :class:`~cairn.core.models.QueryResult` from its matches and trace."""

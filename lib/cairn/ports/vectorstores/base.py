@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from cairn.core.errors import CairnError, RecordValidationError, RequestError, VectorStoreError
-from cairn.core.models import ContextRecord
+from cairn.core.models import ContextRecord, ScoreExplanation
 
 T = TypeVar("T")
 
@@ -68,6 +68,8 @@ class VectorHit(BaseModel):
     record: ContextRecord
     score: float  # cosine similarity for dense; backend relevance for keyword; fused 0..1 for hybrid
     keyword: float | None = None  # hybrid only: the record's BM25 score (None: the keyword search missed it)
+    # hybrid only, where the backend fuses: the score's arithmetic (dense and keyword arms, their weights)
+    explanation: ScoreExplanation | None = None
 
 
 class Capabilities(BaseModel):
@@ -209,6 +211,11 @@ class VectorStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default does nothing."""
+
+    def size_bytes(self, tenant: str) -> int | None:
+        """The bytes ``tenant``'s index takes where the backend can tell cheaply; None otherwise (the default)."""
+        validate_tenant(tenant)
+        return None
 
     # ----------------------------------------------------------------- the embedder's identity
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import TypeVar
 
+from cairn.core.models import ScoreExplanation, ScoreTerm
 from cairn.ports.vectorstores.base import MAX_QUERY_LIMIT
 
 K = TypeVar("K", bound=Hashable)
@@ -57,11 +58,13 @@ def fuse(
     depth: int | None = None,
     dense_weight: float | None = None,
     keyword_scale: float | None = None,
+    parts: dict[K, tuple[float, float, float]] | None = None,
 ) -> list[tuple[K, float]]:
     """The ``limit`` best keys of ``w·max(cos, 0) + (1−w)·bm25/max(bm25)``, best first (ties:
     dense order, then keyword order). ``dense``/``keyword``: (key, score) best first, each cut
     at ``depth`` (default ``hybrid_depth(limit)``); ``dense_weight``: ``w`` (None: ``DENSE_WEIGHT``);
-    ``keyword_scale``: the BM25 score that counts as 1 (None: the best in ``keyword``; above it, 1)."""
+    ``keyword_scale``: the BM25 score that counts as 1 (None: the best in ``keyword``; above it, 1).
+    ``parts``, when given, receives each returned key's arms: ``(w, max(cos, 0), bm25 / max(bm25))``."""
     depth = depth or hybrid_depth(limit)
     w = DENSE_WEIGHT if dense_weight is None else dense_weight
     cos = dict(dense)
@@ -71,9 +74,23 @@ def fuse(
     kw_floor = _floor([s for _, s in keyword], depth)
     order = list(dict.fromkeys([k for k, _ in dense] + [k for k, _ in keyword]))
     fused: dict[K, float] = {}
+    arms: dict[K, tuple[float, float]] = {}
     for key in order:
         c = max(cos.get(key, cos_floor), 0.0)
         b = min(kw.get(key, kw_floor) / best_kw, 1.0) if best_kw > 0 else 0.0
-        fused[key] = w * c + (1.0 - w) * b
-    ranked = sorted(order, key=lambda key: -fused[key])  # stable: ties keep dense, then keyword order
-    return [(key, fused[key]) for key in ranked[:limit]]
+        fused[key], arms[key] = w * c + (1.0 - w) * b, (c, b)
+    ranked = sorted(order, key=lambda key: -fused[key])[:limit]  # stable: ties keep dense, then keyword order
+    if parts is not None:
+        parts.update({key: (w, *arms[key]) for key in ranked})
+    return [(key, fused[key]) for key in ranked]
+
+
+def hybrid_explanation(arms: tuple[float, float, float] | None) -> ScoreExplanation | None:
+    """The arithmetic of one fused score from its arms ``(w, max(cos, 0), bm25 / max(bm25))``; None without arms."""
+    if arms is None:
+        return None
+    w, cosine, keyword = arms
+    return ScoreExplanation.of("weighted_sum", [
+        ScoreTerm(label="dense: cosine similarity to the query (at least 0)", score=cosine, weight=w),
+        ScoreTerm(label="keyword: BM25 over the query's best BM25", score=keyword, weight=1.0 - w),
+    ], note="hybrid fusion")

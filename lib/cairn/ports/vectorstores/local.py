@@ -38,12 +38,12 @@ from typing import Any
 import numpy as np
 
 from cairn.core.errors import VectorStoreError
-from cairn.core.models import ContextRecord
+from cairn.core.models import ContextRecord, ScoreExplanation
 from cairn.core.text import AUTO, LanguagePolicy
 from cairn.ports.vectorstores import local_keywords as kw
 from cairn.ports.vectorstores import local_persistence as persist
 from cairn.ports.vectorstores.base import Capabilities, SearchMode, VectorHit, VectorQuery, VectorStore, validate_tenant
-from cairn.ports.vectorstores.fusion import fuse, hybrid_depth
+from cairn.ports.vectorstores.fusion import fuse, hybrid_depth, hybrid_explanation
 from cairn.ports.vectorstores.local_ann import STALE, AnnBuilder, AnnIndex, covered_files, faiss_module
 from cairn.ports.vectorstores.local_columns import ColumnChunk
 from cairn.ports.vectorstores.local_columns import Columns as _Columns  # noqa: F401  (the filter tests reach them here)
@@ -149,6 +149,14 @@ class LocalVectorStore(VectorStore):
                 side = SideTable(folder)
                 self._sides[tenant] = (side, generation)
             return side
+
+    def size_bytes(self, tenant: str) -> int | None:
+        """The bytes of the tenant's folder on disk (None in memory): what its records, keyword index and
+        side tables take."""
+        if self._disk is None:
+            return None
+        folder = self._disk.files(tenant).dir
+        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
 
     def _index_generation(self, tenant: str) -> object:
         """The tenant folder's identity on disk (device, inode): a reindex swaps the folder for
@@ -363,17 +371,19 @@ class LocalVectorStore(VectorStore):
         self, part: Partition, req: VectorQuery, mask: np.ndarray | None, dense: list[tuple[int, float]]
     ) -> list[VectorHit]:
         bm25: dict[int, float] = {}  # hybrid: each row's BM25 score, reported with its hit
+        arms: dict[int, tuple[float, float, float]] = {}  # hybrid: each row's (w, cosine, normalised BM25)
         if req.mode is SearchMode.DENSE:
             ranked = dense
         else:
             keyword = self._keyword_ranking(part, req, mask)
             ranked = keyword if req.mode is SearchMode.KEYWORD else fuse(
                 dense, keyword, req.limit, depth=hybrid_depth(req.limit), dense_weight=req.dense_weight,
-                keyword_scale=req.keyword_scale)
+                keyword_scale=req.keyword_scale, parts=arms)
             if req.mode is SearchMode.HYBRID:
                 bm25 = dict(keyword)
         used = self._side(req.tenant).uses(part.ids[r] for r, _ in ranked)
-        return [self._hit(part, r, s, req, used.get(part.ids[r]), bm25.get(r)) for r, s in ranked]
+        return [self._hit(part, r, s, req, used.get(part.ids[r]), bm25.get(r), hybrid_explanation(arms.get(r)))
+                for r, s in ranked]
 
     def _keyword_ranking(self, part: Partition, req: VectorQuery, mask: np.ndarray | None) -> list[tuple[int, float]]:
         within = mask if req.keyword_statistics == "filter" else None
@@ -389,10 +399,10 @@ class LocalVectorStore(VectorStore):
 
     @staticmethod
     def _hit(part: Partition, row: int, score: float, req: VectorQuery, used: tuple[int, float] | None,
-             keyword: float | None = None) -> VectorHit:
+             keyword: float | None = None, explanation: ScoreExplanation | None = None) -> VectorHit:
         vec = part.vector(row).tolist() if req.include_vectors else None
         return VectorHit(record=ContextRecord.model_validate({**overlay(part.docs[row], used), "vector": vec}), score=score,
-                         keyword=keyword)
+                         keyword=keyword, explanation=explanation)
 
     def _fetch(self, tenant: str, ids: list[str]) -> list[ContextRecord]:
         part = self._part(tenant)
