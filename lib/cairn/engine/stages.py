@@ -45,6 +45,7 @@ from cairn.engine.retrieval.boost import asked_elsewhere, merge_boosted
 from cairn.engine.retrieval.evidence import has_evidence
 from cairn.engine.retrieval.memories import (
     BACKGROUND_RANK,
+    STANDING_REASON,
     background_of,
     lifted,
     memory_roots,
@@ -54,7 +55,7 @@ from cairn.engine.retrieval.memories import (
     relevant,
     standing_beside,
 )
-from cairn.engine.retrieval.profile import STANDING_REASON, standing_facts
+from cairn.engine.retrieval.profile import standing_facts
 from cairn.engine.retrieval.quick import quick_search
 from cairn.engine.retrieval.scope import roots_for
 from cairn.engine.retrieval.thinking import ThinkingConfig, thinking_search

@@ -53,6 +53,8 @@ RELATIVE = 0.45
 # of all 144, and on 70 with MiniLM, as with RELATIVE alone. 0.2 lost an asked-about fact with e5.
 ABOVE_BACKGROUND = 0.15
 BACKGROUND_RANK = 10
+STANDING_REASON = "standing-fact"  # a standing fact's provenance reason (:mod:`.profile`)
+STANDING_UNDER = 0.999  # a standing fact's score at most, in shares of the best other match's
 
 
 def memory_roots(user: str | None) -> list[str]:
@@ -90,12 +92,16 @@ def background_of(raw_scores: Sequence[float]) -> float | None:
 def lifted(memories: list[Candidate], final_best: float) -> list[Candidate]:
     """Kept ``memories`` (raw scores) listed next to the other matches: when the best of them
     scores under ``final_best`` (the best other match's final score), all are raised in proportion
-    so that it scores ``final_best``; never lowered (module doc)."""
+    so that it scores ``final_best``; never lowered (module doc), but for a standing fact, which
+    stays just under ``final_best``."""
     top = max((finite(m.score) for m in memories), default=0.0)
-    if top <= 0 or final_best <= top:
-        return memories
-    factor = final_best / top
-    return [m.model_copy(update={"score": finite(m.score) * factor}) for m in memories]
+    if top > 0 and final_best > top:
+        memories = [m.model_copy(update={"score": finite(m.score) * final_best / top}) for m in memories]
+    # a standing fact bears on the question through its pages (:mod:`.profile`): it comes right under
+    # the best other match, never before the page that answers
+    cap = STANDING_UNDER * final_best
+    return [m.model_copy(update={"score": cap}) if m.reason == STANDING_REASON and final_best > 0 and finite(m.score) > cap
+            else m for m in memories]
 
 
 def questions_under_facts(memories: Sequence[Candidate]) -> list[Candidate]:

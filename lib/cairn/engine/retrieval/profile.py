@@ -40,7 +40,7 @@ import numpy as np
 from cairn.core.models import Candidate, Level, ThinkingTrace
 from cairn.engine.assemble import best_chunk_per_document
 from cairn.engine.memory.models import TypedCategory, memory_root
-from cairn.engine.retrieval.memories import BACKGROUND_RANK
+from cairn.engine.retrieval.memories import BACKGROUND_RANK, STANDING_REASON
 from cairn.engine.retrieval.scope import keyword_statistics, scope_filter
 from cairn.ports.vectorstores import SearchMode, VectorQuery, VectorStore
 
@@ -53,7 +53,6 @@ BRIDGE_WEIGHT = 0.5
 FIRST_MARGIN = 0.2
 NEXT_MARGIN = 0.3
 KEPT = 3
-STANDING_REASON = "standing-fact"  # a kept fact's provenance reason (a reranker leaves it where it is)
 
 
 @dataclass(frozen=True)
