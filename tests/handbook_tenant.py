@@ -15,6 +15,7 @@ from cairn import Cairn
 from cairn.api import ApiKeys
 from cairn.api.server import running
 from cairn.app.services import Services
+from cairn.client import CairnClient
 from cairn.core.config import load_settings
 from cairn.engine.ingest import LocalContentStore
 from cairn.ports.vectorstores.local import LocalVectorStore
@@ -37,6 +38,9 @@ ANN_FACT = "Ann paid for her tent with PayPal."
 ANN_QUESTION = "how do I get my money back for the way I paid?"
 
 
+DOORS = ("http", "in_process")
+
+
 @dataclass(frozen=True)
 class HandbookTenant:
     services: Services
@@ -44,6 +48,16 @@ class HandbookTenant:
 
     def in_process(self) -> Cairn:
         return Cairn(self.services, TENANT)
+
+    @contextmanager
+    def door(self, door: str, user: str | None = None) -> Iterator[Cairn | CairnClient]:
+        """The tenant's admin (or the end user ann, ``user="ann"``) through one door: `cairn serve`
+        with CairnClient and the admin's or ann's key, or Cairn in process (her view)."""
+        if door == "in_process":
+            yield self.in_process().as_user(user) if user else self.in_process()
+            return
+        with CairnClient(self.url, ANN_KEY if user == "ann" else ADMIN_KEY, retries=0) as client:
+            yield client
 
 
 def page_of(uri: str) -> str:

@@ -24,9 +24,9 @@ from cairn.client import AsyncCairnClient, CairnClient
 from cairn.core.errors import RequestError
 from cairn.integrations.langchain import CairnChatMessageHistory, CairnRetriever
 from tests.handbook_tenant import (
+    DOORS,
     ADMIN_KEY,
     ANN_FACT,
-    ANN_KEY,
     ANN_QUESTION,
     QUESTIONS,
     ROOT,
@@ -35,7 +35,6 @@ from tests.handbook_tenant import (
 )
 
 pytestmark = pytest.mark.integration
-DOORS = ("http", "in_process")
 
 
 @pytest.fixture(scope="module")
@@ -47,21 +46,15 @@ def tenant(tmp_path_factory, embedder):
 @pytest.fixture(params=DOORS)
 def door(request, tenant):
     """The tenant's admin through one door: `cairn serve` with CairnClient, or Cairn in process."""
-    if request.param == "in_process":
-        yield tenant.in_process()
-        return
-    with CairnClient(tenant.url, ADMIN_KEY, retries=0) as client:
-        yield client
+    with tenant.door(request.param) as d:
+        yield d
 
 
 @pytest.fixture(params=DOORS)
 def ann(request, tenant):
     """The end user ann through one door (a key bound to her; in process, her view)."""
-    if request.param == "in_process":
-        yield tenant.in_process().as_user("ann")
-        return
-    with CairnClient(tenant.url, ANN_KEY, retries=0) as client:
-        yield client
+    with tenant.door(request.param, user="ann") as d:
+        yield d
 
 
 class PromptsSeen(BaseCallbackHandler):

@@ -19,9 +19,9 @@ from cairn.client import AsyncCairnClient, CairnClient
 from cairn.core.errors import RequestError, SessionNotFound
 from cairn.integrations.llamaindex import CairnChatStore, CairnRetriever
 from tests.handbook_tenant import (
+    DOORS,
     ADMIN_KEY,
     ANN_FACT,
-    ANN_KEY,
     ANN_QUESTION,
     QUESTIONS,
     ROOT,
@@ -31,7 +31,6 @@ from tests.handbook_tenant import (
 
 # pytest-socket: a connection to anything but this machine's server fails the test (no download)
 pytestmark = [pytest.mark.integration, pytest.mark.allow_hosts(["127.0.0.1"])]
-DOORS = ("http", "in_process")
 
 
 @pytest.fixture(scope="module")
@@ -43,21 +42,15 @@ def tenant(tmp_path_factory, embedder):
 @pytest.fixture(params=DOORS)
 def door(request, tenant):
     """The tenant's admin through one door: `cairn serve` with CairnClient, or Cairn in process."""
-    if request.param == "in_process":
-        yield tenant.in_process()
-        return
-    with CairnClient(tenant.url, ADMIN_KEY, retries=0) as client:
-        yield client
+    with tenant.door(request.param) as d:
+        yield d
 
 
 @pytest.fixture(params=DOORS)
 def ann(request, tenant):
     """The end user ann through one door (a key bound to her; in process, her view)."""
-    if request.param == "in_process":
-        yield tenant.in_process().as_user("ann")
-        return
-    with CairnClient(tenant.url, ANN_KEY, retries=0) as client:
-        yield client
+    with tenant.door(request.param, user="ann") as d:
+        yield d
 
 
 def test_handbook_questions_through_a_query_engine(door):
