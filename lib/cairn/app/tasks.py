@@ -28,6 +28,7 @@ from cairn.app.workflow import (
     raise_failure,
     task_errors,
     to_state,
+    within_state,
 )
 from cairn.engine import stages
 from cairn.ports.observability.usage import record_usage, retrieval_counts
@@ -107,4 +108,4 @@ def rerank(services: AppParts, event: dict[str, Any]) -> dict[str, Any]:
     record_usage(inp.tenant, "search", **retrieval_counts(result))  # the workflow's usage record
     engine.stats.record_many(result.query_results)
     engine.stats.emit_emf()
-    return result.to_dict(include_provenance=inp.request.include_provenance)
+    return within_state(result.to_dict(include_provenance=inp.request.include_provenance))

@@ -83,6 +83,8 @@ log = get_logger(__name__)
 # to 5 typed queries may run, so each output is kept under this many bytes of JSON.
 RETRIEVE_OUTPUT_BUDGET = 40_000
 MAX_INPUT_BYTES = 64_000  # an execution's input: the Map copies request and plan into every iteration
+# the Rerank state's output is the execution's output, under the same 256 KiB limit
+ANSWER_BUDGET = 240_000
 MAX_TRACE_EVENTS = 40
 
 
@@ -151,6 +153,21 @@ def to_state(out: RetrieveOutput) -> dict[str, Any]:
         # and scores within its budget; the answer explains the merge, rerank and hotness made after it
         c.pop("explanation", None)
     return data
+
+
+def within_state(answer: dict[str, Any], budget: int = ANSWER_BUDGET) -> dict[str, Any]:
+    """The Rerank state's answer under ``budget`` bytes of JSON: when it is over (limit 100 with five
+    typed queries and provenance), the scores' arithmetic is left out, the provenance's first, then the
+    matches'; the scores stay, and the log says what was left out."""
+    for where in ("provenance", "matches"):
+        if len(json.dumps(answer, separators=(",", ":")).encode()) <= budget:
+            return answer
+        entries = [m for q in answer.get("provenance") or [] for m in q.get("matches", [])] if where == "provenance" \
+            else [m for bucket in ("memories", "resources", "skills") for m in answer.get(bucket, [])]
+        for m in entries:
+            m.pop("explanation", None)
+        log.warning("answer over the state budget: score explanations left out", extra={"where": where, "budget": budget})
+    return answer
 
 
 def state_size(out: RetrieveOutput) -> int:
