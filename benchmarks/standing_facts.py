@@ -16,8 +16,6 @@ import os
 import tempfile
 from typing import Any
 
-import numpy as np
-
 SUITE = "standing_facts"
 SETS = ("helpdesk", "staff", "product", "indirect", "indirect_kb")
 INDIRECT = ("indirect", "indirect_kb")
@@ -28,9 +26,9 @@ def evidence(name: str) -> list[dict[str, Any]]:
     """Per turn of one set: the asked phrase (or None), the facts' texts and their scores."""
     from cairn import Cairn
     from cairn.engine.retrieval import profile
-    from cairn.engine.retrieval.scope import roots_for
     from cairn.core.models import ThinkingTrace
-    from cairn.engine.assemble import best_chunk_per_document
+    from cairn.engine.retrieval.memories import memory_roots
+    from cairn.engine.retrieval.scope import roots_for
 
     from . import agent_day
 
@@ -42,25 +40,13 @@ def evidence(name: str) -> list[dict[str, Any]]:
         for key, category, text in facts:
             c.remember(text, category, user=user, key=key)
     services, tenant = c.services, c.tenant
-    store, embedder = services.store, services.embedder
     rows = []
     for conv in script["conversations"]:
         user = conv["user"]
-        pages_roots = [r for r in roots_for(None, (), user) if "/memories" not in r]
+        page_roots = [r for r in roots_for(None, (), user) if r not in memory_roots(user)]
         for turn in conv["turns"]:
-            vector = embedder.embed_one(turn["u"]).tolist()
-            trace = ThinkingTrace()
-            facts = [f for f in profile._search(store, tenant, vector, profile.profile_roots(user), profile.MAX_FACTS,
-                                                None, trace) if f.record.vector and f.record.level == 2]
-            pages = profile._search(store, tenant, vector, pages_roots, 3 * profile.BACKGROUND_RANK, {"level": 2}, trace)
-            pages = best_chunk_per_document(p for p in pages if p.record.vector)[: profile.BACKGROUND_RANK]
-            scores: list[float] = []
-            if facts and len(pages) > profile.BRIDGE_TOP:
-                mat = np.asarray([p.record.vector for p in pages], dtype=np.float32)
-                ev = profile.Evidence(best=pages[0].score, background=pages[-1].score,
-                                      top=mat[: profile.BRIDGE_TOP], rest=mat[profile.BRIDGE_TOP:])
-                scores = [float(s) for s in profile.fact_scores(np.asarray(vector, dtype=np.float32),
-                                                                 np.asarray([f.record.vector for f in facts]), ev)]
+            vector = services.embedder.embed_one(turn["u"]).tolist()
+            facts, scores, _ = profile.scored_facts(services.store, tenant, vector, user, page_roots, None, ThinkingTrace())
             rows.append({"set": name, "mem": turn.get("mem"), "facts": [f.record.text for f in facts], "scores": scores})
     return rows
 

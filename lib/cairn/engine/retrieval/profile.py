@@ -104,27 +104,40 @@ def standing_facts(
 ) -> list[tuple[Candidate, float]]:
     """The user's profile and preference facts that bear on the question (``vector``), each with
     its score on the question's scale, best first; ``page_roots``: where the question's pages are."""
-    facts = _search(store, tenant, vector, profile_roots(user), MAX_FACTS, user_filter, trace)
-    facts = [c for c in facts if c.record.level is Level.DETAIL and c.record.vector]
-    if not facts:
+    facts, scores, evidence = scored_facts(store, tenant, vector, user, page_roots, user_filter, trace)
+    if evidence is None:
         return []
-    pages = _search(store, tenant, vector, page_roots, 3 * BACKGROUND_RANK, _leaves(user_filter), trace) if page_roots else []
-    pages = best_chunk_per_document(c for c in pages if c.record.vector)[:BACKGROUND_RANK]
-    if len(pages) <= BRIDGE_TOP:
-        trace.add("keep", detail=f"standing facts of {user}: none considered, the question finds {len(pages)} pages")
-        return []
-    mat = np.asarray([p.record.vector for p in pages], dtype=np.float32)
-    evidence = Evidence(best=pages[0].score, background=pages[-1].score, top=mat[:BRIDGE_TOP], rest=mat[BRIDGE_TOP:])
-    scores = fact_scores(np.asarray(vector, dtype=np.float32),
-                         np.asarray([c.record.vector for c in facts], dtype=np.float32), evidence)
-    kept = standing_out([float(s) for s in scores])
+    kept = standing_out(scores)
     trace.add("keep", detail=f"standing facts of {user}: {len(kept)} of {len(facts)} stand out (best score "
               f"{max(scores):.2f}, kept {', '.join(f'{scores[i]:.2f}' for i in kept) or '-'}; margins {FIRST_MARGIN}/"
               f"{NEXT_MARGIN} over the others' median, in units of the question's margin {evidence.best:.3f} over "
               f"its background {evidence.background:.3f})")
     # the vectors were for this rule: a candidate goes on without one (a workflow state carries it)
     return [(facts[i].model_copy(update={"reason": STANDING_REASON, "record": facts[i].record.without_vector()}),
-             float(scores[i])) for i in kept]
+             scores[i]) for i in kept]
+
+
+def scored_facts(
+    store: VectorStore, tenant: str, vector: list[float], user: str, page_roots: list[str],
+    user_filter: dict | None, trace: ThinkingTrace,
+) -> tuple[list[Candidate], list[float], Evidence | None]:
+    """The user's standing facts closest to the question, each one's score (:func:`fact_scores`) and
+    the question's evidence; no evidence (and no scores) when the user has no facts or the question
+    finds too few pages. Two vector calls at most."""
+    facts = _search(store, tenant, vector, profile_roots(user), MAX_FACTS, user_filter, trace)
+    facts = [c for c in facts if c.record.level is Level.DETAIL and c.record.vector]
+    if not facts:
+        return [], [], None
+    pages = _search(store, tenant, vector, page_roots, 3 * BACKGROUND_RANK, _leaves(user_filter), trace) if page_roots else []
+    pages = best_chunk_per_document(c for c in pages if c.record.vector)[:BACKGROUND_RANK]
+    if len(pages) <= BRIDGE_TOP:
+        trace.add("keep", detail=f"standing facts of {user}: none considered, the question finds {len(pages)} pages")
+        return facts, [], None
+    mat = np.asarray([p.record.vector for p in pages], dtype=np.float32)
+    evidence = Evidence(best=pages[0].score, background=pages[-1].score, top=mat[:BRIDGE_TOP], rest=mat[BRIDGE_TOP:])
+    scores = fact_scores(np.asarray(vector, dtype=np.float32),
+                         np.asarray([c.record.vector for c in facts], dtype=np.float32), evidence)
+    return facts, [float(s) for s in scores], evidence
 
 
 def _leaves(user_filter: dict | None) -> dict:
