@@ -45,12 +45,20 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, out: Path, series: Mapping[str, Sequence[tuple[float, float]]], note: str | None = None) -> Path:
-    """The PNG, and beside it what it drew (``series``: name → (x, y) points) and the run's note."""
+def _save(fig: Any, out: Path, series: Mapping[str, Sequence[tuple[float, float]]], note: str | None = None, *,
+          x_measured: bool = False, lines: Mapping[str, float] | None = None) -> Path:
+    """The PNG, and beside it what it drew (``series``: name → (x, y) points; ``lines``: name → y of
+    a horizontal line) and the run's note. ``x_measured``: the x values are measurements too (a
+    latency, not a setting such as clients or records), so ``--check`` compares them as well."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100, bbox_inches="tight", metadata={"Software": None})  # no version stamp: stable bytes
     _pyplot().close(fig)
-    drawn = {"png": out.name, "note": note, "series": {k: [list(p) for p in v] for k, v in series.items()}}
+    drawn: dict[str, Any] = {"png": out.name, "note": note,
+                             "series": {k: [list(p) for p in v] for k, v in series.items()}}
+    if x_measured:
+        drawn["x_measured"] = True
+    if lines:
+        drawn["lines"] = dict(lines)
     out.with_suffix(".json").write_text(json.dumps(drawn, indent=1) + "\n")
     return out
 
@@ -93,9 +101,12 @@ def quality_figure(result: Mapping[str, Any], out: Path) -> Path:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle("retrieval quality against latency, per mode and collection")
-    drawn = {f"{name} {mode}": [(f["p50_ms"], f["nDCG@10"])] for name, col in collections.items()
-             for mode, f in quality_modes(col).items()}
-    return _save(fig, out, drawn)
+    drawn = {f"{name} {mode}": [(f["p50_ms"], f["nDCG@10"]), (f["p95_ms"], f["nDCG@10"])]
+             for name, col in collections.items() for mode, f in quality_modes(col).items()}
+    floors = {f"{name} BM25 (floor)": col["bm25"]["nDCG@10"] for name, col in collections.items()
+              if isinstance(col.get("bm25"), Mapping) and "nDCG@10" in col["bm25"]}
+    # the latencies are what differs between runs (nDCG@10 hardly does): --check compares them too
+    return _save(fig, out, drawn, x_measured=True, lines=floors)
 
 
 def curves(series: Mapping[str, Sequence[tuple[float, float]]], out: Path, *, title: str, xlabel: str, ylabel: str,
@@ -154,7 +165,9 @@ def _written(y: float, shown: list[tuple[float, int]]) -> bool:
 def check(readme: Path, plots_dir: Path) -> list[str]:
     """What is wrong with the pictures ``readme`` shows: each must have a record of what it drew
     (``<name>.json``, written when it was drawn), and every value it drew must be written in the
-    text between the previous picture (or heading) and it: the table or lines of its run."""
+    text between the previous picture (or heading) and it: the table or lines of its run. The y
+    of every point is compared, the x too when the record says it is measured (quality's
+    latencies), and the y of every horizontal line it records (quality's BM25 floor)."""
     lines = readme.read_text().splitlines()
     problems: list[str] = []
     start = 0
@@ -171,8 +184,11 @@ def check(readme: Path, plots_dir: Path) -> list[str]:
                 problems.append(f"{readme.name}:{i + 1}: plots/{name} has no {record.name}: it was drawn before plots "
                                 "recorded their values; draw it again from the run of the table above it")
                 continue
-            drawn = json.loads(record.read_text())["series"]
-            values = [(k, p[1]) for k, pts in drawn.items() for p in pts if math.isfinite(p[1])]
+            kept = json.loads(record.read_text())
+            drawn = kept["series"]
+            axes = (0, 1) if kept.get("x_measured") else (1,)  # x too when it is a measurement (latency)
+            values = [(k, p[a]) for k, pts in drawn.items() for p in pts for a in axes if math.isfinite(p[a])]
+            values += [(k, y) for k, y in kept.get("lines", {}).items() if math.isfinite(y)]
             missing = [f"{k} {y:g}" for k, y in values if not _written(y, shown)]
             if missing:
                 problems.append(f"{readme.name}:{i + 1}: plots/{name} drew {len(missing)} of {len(values)} values that "
