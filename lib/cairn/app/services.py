@@ -23,7 +23,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from cairn.core.config import EmbedderSettings, Settings, load_settings
+from cairn.core.config import EmbedderSettings, LocalEmbedderSettings, Settings, load_settings
 from cairn.core.errors import ConfigError, EmbedderMismatch, require
 from cairn.core.text.languages import LanguagePolicy
 
@@ -96,15 +96,10 @@ class Services:
 
     def _build_embedder(self, cfg: EmbedderSettings | None = None) -> Embedder:
         cfg = cfg or self.settings.embedder
-        if cfg.provider == "local" and cfg.model == "multilingual-e5-small":
-            from cairn.ports.embeddings.local_e5 import LocalE5Embedder
-
-            return LocalE5Embedder(batch_size=cfg.batch_size)
         if cfg.provider == "local":
-            require("onnxruntime", extra="local", feature="the local embedder")
-            from cairn.ports.embeddings.local import LocalEmbedder
+            from cairn.ports.embeddings.disk_cache import cached
 
-            return LocalEmbedder(batch_size=cfg.batch_size)
+            return cached(self._local_embedder(cfg), cfg.cache, cfg.cache_mb)
         if cfg.provider == "bedrock":
             require("boto3", extra="aws", feature="Bedrock embeddings")
             from cairn.ports.embeddings.bedrock import BedrockEmbedder
@@ -117,6 +112,17 @@ class Services:
             cfg.model, dimension=cfg.dimension, base_url=cfg.base_url, api_key=self.secret(cfg.api_key, "embedder.api_key"),
             batch_size=cfg.batch_size,
         )
+
+    @staticmethod
+    def _local_embedder(cfg: LocalEmbedderSettings) -> Embedder:
+        if cfg.model == "multilingual-e5-small":
+            from cairn.ports.embeddings.local_e5 import LocalE5Embedder
+
+            return LocalE5Embedder(batch_size=cfg.batch_size)
+        require("onnxruntime", extra="local", feature="the local embedder")
+        from cairn.ports.embeddings.local import LocalEmbedder
+
+        return LocalEmbedder(batch_size=cfg.batch_size)
 
     @cached_property
     def languages(self) -> LanguagePolicy:

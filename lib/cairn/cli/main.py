@@ -49,6 +49,15 @@ def _ingestor(args: argparse.Namespace, title_rules: tuple = (), leaf_rules: tup
     return Cairn(services or _services(args)).ingestor(**options)
 
 
+def _say_cached(embedder: Any) -> None:
+    """On stderr, how many of the ingest's vectors the machine's embedding cache gave (none: nothing)."""
+    hits = getattr(embedder, "hits", 0)
+    if hits:
+        where = embedder.file.path.parent
+        print(f"  {hits} vectors came from the embedding cache ({where}; CAIRN_EMBEDDING_CACHE=off to keep none), "
+              f"{getattr(embedder, 'texts_embedded', 0)} texts were embedded by the model", file=sys.stderr)
+
+
 def _title_rules(specs: list[str] | None, leaves: bool = False) -> tuple:
     from cairn.engine.ingest import DirTitleRule
 
@@ -59,11 +68,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from cairn.core import uri as uris
     uris.context_type_of(args.uri)  # a clear error before any work
     rules, leaf_rules = _title_rules(args.dir_title), _title_rules(args.leaf_title, leaves=True)
+    services = _services(args)
     if args.url or args.sitemap:
         if args.path:
             raise RequestError("give a folder or --url/--sitemap, not both")
         print(f"Fetching {len(args.url or [])} URL(s){' and a sitemap' if args.sitemap else ''} into {args.uri} ...", file=sys.stderr)
-        report = _ingestor(args, rules, leaf_rules, services := _services(args)).ingest_urls(
+        report = _ingestor(args, rules, leaf_rules, services).ingest_urls(
             args.url or [], args.uri, _rate_progress(), sitemap=args.sitemap, policy=services.fetch_policy)
     elif args.path and args.path.startswith("s3://"):
         from cairn.engine.ingest import parse_s3_url
@@ -71,7 +81,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         bucket, prefix = parse_s3_url(args.path)
         if args.format != "folder":
             raise RequestError(f"--format {args.format} reads a local corpus; an S3 prefix is read as a folder")
-        services = _services(args)
         print(f"Ingesting {args.path} into {args.uri} ...", file=sys.stderr)
         report = _ingestor(args, rules, leaf_rules, services).ingest_s3(
             bucket, prefix, args.uri, _rate_progress(), client=services.s3)
@@ -82,12 +91,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if not path.exists():
             raise RequestError(f"path {args.path!r} does not exist; give a folder or a file (see `cairn ingest --help` for formats)")
         print(f"Ingesting {path} into {args.uri} ...", file=sys.stderr)
-        report = _ingestor(args, rules, leaf_rules).ingest_path(path, args.uri, _rate_progress(), format=args.format)
+        report = _ingestor(args, rules, leaf_rules, services).ingest_path(path, args.uri, _rate_progress(), format=args.format)
     print(
         f"{report.documents} documents -> {report.records} records "
         f"({report.embedded} embedded, {report.unchanged} unchanged, {report.removed} removed) "
         f"in {report.seconds:.1f}s ({report.records_per_second:.1f} records/s)"
     )
+    _say_cached(services.embedder)
     for r in report.rejected:
         print(f"  skipped {r.source}: {r.reason}", file=sys.stderr)
     for w in report.warnings:

