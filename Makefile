@@ -7,6 +7,11 @@ PIP    := $(PY) -m pip -q --disable-pip-version-check
 # ~10 s instead of pip's ~3 minutes for the dev lock on a fresh machine
 UV     := $(VENV)/bin/uv pip install -q --python $(PY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
+# Every process of `make test` (the suite starts hundreds: `cairn` commands, servers, docs pages, wheel
+# venvs) reads the bytecode the first one wrote instead of compiling each module from source again:
+# in an environment with PYTHONDONTWRITEBYTECODE=1 every process compiled again (`import litellm`
+# 16.6 s from source, 9.2 s from bytecode; LlamaIndex 9.1 s, 3.7 s). __pycache__ is gitignored.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-unit bench bench-quality quality-gate install dev clean serve openapi configuration dist lint package package-lock lock browser
 

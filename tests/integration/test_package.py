@@ -247,6 +247,12 @@ _CANNOT_LOAD = """
 import importlib, json, sys
 flagged = json.loads(sys.argv[1])
 every = set(flagged)
+failed = {}
+class Failed(importlib.abc.MetaPathFinder):  # a module that failed to load fails again, as it would: at once
+    def find_spec(self, name, path, target=None):
+        if name in failed:
+            raise ImportError(name + ' failed before: ' + failed[name])
+sys.meta_path.insert(1, Failed())
 import litellm
 loaded = []
 for name in flagged:
@@ -254,7 +260,8 @@ for name in flagged:
         del sys.modules[left]
     try:
         importlib.import_module(name)
-    except ImportError:
+    except ImportError as exc:
+        failed[name] = str(exc)
         continue
     loaded.append(name)
 print(json.dumps(loaded))
