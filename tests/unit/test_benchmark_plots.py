@@ -77,3 +77,19 @@ def test_check_refuses_a_picture_under_the_table_of_another_run(tmp_path):
                         "draw it again from the run of the table above it"]
     with pytest.raises(SystemExit, match="1 picture"):
         plots.main(["--check", str(readme), "--out", str(tmp_path)])
+
+
+def test_check_tells_the_quality_picture_of_a_loaded_run_by_its_latencies(tmp_path):
+    """nDCG@10 hardly moves between an idle and a loaded run; the latencies do, so they are checked too."""
+    one = {"suite": "quality", "cranfield": {"queries": 225, "bm25": {"nDCG@10": 0.325},
+                                             "quick_dense": _mode(0.353, 7.9), "thinking_hybrid": _mode(0.397, 51.7)}}
+    (tmp_path / "quality.json").write_text(json.dumps(one))
+    plots.main(["quality", "--results", str(tmp_path), "--out", str(tmp_path)])
+    table = ("| mode | nDCG@10 | p50 ms | p95 ms |\n|---|---|---|---|\n| quick dense | 0.353 | 7.9 | 15.8 |\n"
+             "| thinking hybrid | 0.397 | {p50} | 103.4 |\n\nBM25: 0.325\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("# Quality\n\n" + table.format(p50="51.7") + "\n![quality](plots/quality.png)\n")
+    assert plots.check(readme, tmp_path) == []
+    readme.write_text("# Quality\n\n" + table.format(p50="201") + "\n![quality](plots/quality.png)\n")
+    (problem,) = plots.check(readme, tmp_path)
+    assert "drew 1 of" in problem and "thinking_hybrid 51.7" in problem
