@@ -70,6 +70,7 @@ LOCKS = HERE / "locks"
 PRUNE_RULES = hashlib.sha256((HERE / "unloadable.py").read_bytes()).hexdigest()[:16]
 OUT = REPO / "build" / "package"
 WHEELS = OUT / "wheels"
+IMPORTS_MEMO = OUT / "unloadable-imports.json"  # the parsed imports of every source the rule read (gitignored)
 
 LAMBDA_UNZIPPED_LIMIT = 262_144_000  # bytes: function + all its layers, unzipped
 # the build fails past FAIL_BYTES (room for the next dependency); HEADROOM_BYTES is the aim, reported
@@ -372,7 +373,7 @@ def prune_layer(layer: Layer, target: Path) -> None:
         for path in [p for p in target.glob(pattern) if p not in kept]:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     for package in layer.unloadable_in:
-        gone = remove_unloadable(target, package, layer.absent)
+        gone = remove_unloadable(target, package, layer.absent, IMPORTS_MEMO)
         print(f"layer {layer.name}: left out {len(gone):,} modules of {package} that cannot load without "
               f"a package no layer ships (infra/package/unloadable.py)")
 

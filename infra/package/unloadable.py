@@ -21,8 +21,13 @@ blocked, and each fails to load.
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
+import os
 from pathlib import Path
 
+# what a kept memo was parsed by: this file, so a change to the rule parses again
+_RULE = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 # an except clause naming one of these catches an ImportError raised by an import in its try block
 _CATCHES_IMPORT_ERROR = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
@@ -55,29 +60,77 @@ def _load_time_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom
     return found
 
 
-def load_time_imports(path: Path, name: str) -> set[str]:
-    """The absolute names (modules, or names in them) ``path``, module ``name``, imports as it loads."""
+Statement = tuple[int, str, list[str]]  # (level, module, names): ``from`` statements; level -1 is ``import``
+
+
+def _statements(source: bytes) -> list[Statement]:
+    """A module's load-time imports as they are written (relative ones not yet resolved)."""
+    out: list[Statement] = []
+    for stmt in _load_time_imports(ast.parse(source).body):
+        if isinstance(stmt, ast.Import):
+            out.append((-1, "", [alias.name for alias in stmt.names]))
+        else:
+            out.append((stmt.level, stmt.module or "", [alias.name for alias in stmt.names]))
+    return out
+
+
+def load_time_imports(path: Path, name: str, memo: dict[str, list[Statement]] | None = None) -> set[str]:
+    """The absolute names (modules, or names in them) ``path``, module ``name``, imports as it loads.
+    ``memo``: statements by the source's digest, filled as files are parsed (litellm's 3,000 modules
+    take ~15 s to parse; the same files are read by the build, the host build and the tests)."""
+    source = path.read_bytes()
+    key = hashlib.sha256(source).hexdigest()[:24]
+    statements = memo.get(key) if memo is not None else None
+    if statements is None:
+        statements = _statements(source)
+        if memo is not None:
+            memo[key] = statements
     here = name if path.name == "__init__.py" else name.rpartition(".")[0]
     names: set[str] = set()
-    for stmt in _load_time_imports(ast.parse(path.read_bytes()).body):
-        if isinstance(stmt, ast.Import):
-            names.update(alias.name for alias in stmt.names)
+    for level, module, aliases in statements:
+        if level < 0:
+            names.update(aliases)
             continue
-        if stmt.level:
-            base = here.split(".")[: len(here.split(".")) - stmt.level + 1]
-            module = ".".join(base + ([stmt.module] if stmt.module else []))
-        else:
-            module = stmt.module or ""
+        if level:
+            base = here.split(".")[: len(here.split(".")) - level + 1]
+            module = ".".join(base + ([module] if module else []))
         names.add(module)
-        names.update(f"{module}.{alias.name}" for alias in stmt.names)  # a submodule, or a name in ``module``
+        names.update(f"{module}.{alias}" for alias in aliases)  # a submodule, or a name in ``module``
     return names
 
 
-def unloadable(root: Path, package: str, absent: frozenset[str]) -> dict[str, str]:
+def _read_memo(path: Path | None) -> dict[str, list[Statement]]:
+    """The statements kept by an earlier run of this rule (none when the rule changed since)."""
+    try:
+        kept = json.loads(path.read_text()) if path is not None else {}
+    except (OSError, ValueError):
+        return {}
+    if kept.get("rule") != _RULE:
+        return {}
+    return {k: [(int(lv), str(m), list(a)) for lv, m, a in v] for k, v in kept.get("statements", {}).items()}
+
+
+def _write_memo(path: Path | None, memo: dict[str, list[Statement]]) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(f"{path.name}.{os.getpid()}")
+        part.write_text(json.dumps({"rule": _RULE, "statements": memo}))
+        os.replace(part, path)  # whole, or not at all: another process may read it now
+    except OSError:
+        pass
+
+
+def unloadable(root: Path, package: str, absent: frozenset[str], memo: Path | None = None) -> dict[str, str]:
     """{module: why} for every module of ``package`` (under ``root``) that cannot load without the
-    top-level packages ``absent``."""
+    top-level packages ``absent``. ``memo``: a file that keeps each source's parsed imports between runs."""
     files = module_files(root, package)
-    imports = {name: load_time_imports(path, name) for name, path in files.items()}
+    statements = _read_memo(memo)
+    known = len(statements)
+    imports = {name: load_time_imports(path, name, statements) for name, path in files.items()}
+    if len(statements) > known:
+        _write_memo(memo, statements)
     why: dict[str, str] = {}
     changed = True
     while changed:
@@ -100,11 +153,11 @@ def unloadable(root: Path, package: str, absent: frozenset[str]) -> dict[str, st
     return why
 
 
-def remove_unloadable(root: Path, package: str, absent: frozenset[str]) -> dict[str, str]:
+def remove_unloadable(root: Path, package: str, absent: frozenset[str], memo: Path | None = None) -> dict[str, str]:
     """Delete the source of every module ``unloadable`` names, and the folders left empty (a data file
     stays: a module that loads may read it); {module: why}."""
     files = module_files(root, package)
-    gone = unloadable(root, package, absent)
+    gone = unloadable(root, package, absent, memo)
     for name in gone:
         files[name].unlink()
     for folder in sorted({files[n].parent for n in gone}, key=lambda p: len(p.parts), reverse=True):

@@ -281,7 +281,7 @@ def test_what_the_llm_layer_leaves_out_of_litellm_cannot_load_without_what_no_la
     assert pinned == [f"litellm=={version('litellm')}"], "the llm lock and this environment hold different litellm versions"
     layer = build.layers()["llm"]
     root = Path(spec.origin).parents[1]
-    why = rule.unloadable(root, "litellm", layer.absent)
+    why = rule.unloadable(root, "litellm", layer.absent, build.IMPORTS_MEMO)
     assert "litellm.proxy.proxy_server" in why and len(why) > 400
     for kept in ("litellm", "litellm.main", "litellm.utils", "litellm.llms.openai.openai", "litellm.proxy._types"):
         assert kept not in why, (kept, why.get(kept))
@@ -312,3 +312,20 @@ def test_a_layers_definition_reads_the_same_in_every_process(build):
     seen = {subprocess.run([sys.executable, "-c", code, str(REPO / "infra/package/build.py")], capture_output=True, text=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}, check=True).stdout for seed in (1, 2, 3)}
     assert len(seen) == 1 and "fastapi" in seen.pop()
+
+
+def test_the_rules_kept_imports_answer_as_parsing_does_and_a_changed_source_is_read_again(rule, tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    for name, text in {"__init__.py": "", "web.py": "import fastapi\n", "uses_web.py": "from .web import app\n",
+                       "plain.py": "import json\n"}.items():
+        (pkg / name).write_text(text)
+    memo = tmp_path / "memo" / "imports.json"
+    fresh = rule.unloadable(tmp_path, "pkg", frozenset({"fastapi"}))
+    assert rule.unloadable(tmp_path, "pkg", frozenset({"fastapi"}), memo) == fresh == {
+        "pkg.web": "it imports fastapi, which no layer ships", "pkg.uses_web": "it imports pkg.web, which cannot load"}
+    assert memo.is_file() and rule.unloadable(tmp_path, "pkg", frozenset({"fastapi"}), memo) == fresh  # read back
+    (pkg / "web.py").write_text("def serve():\n    import fastapi\n")  # no longer at load
+    assert rule.unloadable(tmp_path, "pkg", frozenset({"fastapi"}), memo) == {}
+    memo.write_text("{not json")  # a damaged memo is parsed again, never trusted
+    assert rule.unloadable(tmp_path, "pkg", frozenset({"fastapi"}), memo) == {}
