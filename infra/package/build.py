@@ -17,8 +17,8 @@ litellm modules that cannot load without a package no layer ships (unloadable.py
 **Pinned with hashes.** ``lock`` resolves each layer together with ``core`` (so a package both need
 has one version) for the Lambda platform and writes ``name==version --hash=sha256:...`` lines;
 ``build`` installs with ``--require-hashes --no-deps`` from those files only, so a build is the same
-on every machine. Wheels are cached in ``build/package/wheels`` (gitignored): a second build does
-not download, and a layer whose lock did not change is not reinstalled (only cairn is recopied).
+on every machine. Wheels are cached (uv's cache; with pip, ``build/package/wheels``): a second build
+does not download, and a layer whose lock did not change is not reinstalled (only cairn is recopied).
 
 **Bytecode.** Every layer is compiled by an interpreter of the functions' runtime (layer_bytecode.py:
 which one, how, and the check that no module is left without it); the third-party packages ship it
@@ -259,6 +259,26 @@ def layers_of(function: str, store: str, embedder: str, llm: str) -> list[str]:
 # --------------------------------------------------------------------------- lock
 
 
+def _install_lock(lockfile: Path, target: Path, wheels: Path) -> None:
+    """The lock's wheels for the Lambda platform unpacked into ``target``, hashes checked, no dependency
+    added. With uv where the venv has it (requirements/pip.lock installs it; its cache keeps the wheels):
+    the same files as pip's, the llm layer in 1.8 s instead of pip's download and install; else pip,
+    downloading into ``wheels`` (a wheel already there is reused), then installing offline from it."""
+    uv = Path(sys.executable).with_name("uv")
+    if uv.is_file():
+        cmd = [str(uv), "pip", "install", "-q", "--no-deps", "--require-hashes", "--only-binary", ":all:",
+               "--python-platform", "aarch64-manylinux_2_28", "--python-version", "{}.{}".format(*TARGET_VERSION),
+               "--target", str(target), "-r", str(lockfile)]
+        out = subprocess.run(cmd, text=True, stderr=subprocess.PIPE, check=False)
+        if out.returncode:
+            raise SystemExit(f"uv pip install -r {lockfile.name} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+        (target / ".lock").unlink(missing_ok=True)  # uv's lock file of the target folder: not the layer's
+        return
+    _pip("download", "--no-deps", "--require-hashes", "-r", str(lockfile), "-d", str(wheels), *PLATFORM_ARGS)
+    _pip("install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "--no-compile",
+         "-r", str(lockfile), "--target", str(target), *PLATFORM_ARGS)
+
+
 def _pip(*args: str) -> None:
     cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args]
     out = subprocess.run(cmd, text=True, stderr=subprocess.PIPE, check=False)
@@ -352,10 +372,7 @@ def build_layer(name: str, out: Path, python: str, wheels: Path = WHEELS) -> Pat
     target.mkdir(parents=True)
     wheels.mkdir(parents=True, exist_ok=True)
     if any(line.strip() and not line.startswith("#") for line in lockfile.read_text().splitlines()):
-        # download (cached: a wheel already in ``wheels`` is reused), then install offline from the cache
-        _pip("download", "--no-deps", "--require-hashes", "-r", str(lockfile), "-d", str(wheels), *PLATFORM_ARGS)
-        _pip("install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "--no-compile",
-             "-r", str(lockfile), "--target", str(target), *PLATFORM_ARGS)
+        _install_lock(lockfile, target, wheels)
     prune_layer(layer, target)
     if layer.with_cairn:
         _copy_cairn(target)
