@@ -118,6 +118,12 @@ def test_a_cache_that_cannot_be_used_never_fails_an_embedding(tmp_path, spoil, c
     assert "embedding_cache_unusable" in caplog.text or embedder.file._broken
 
 
+def test_a_new_cache_folder_is_readable_by_its_user_alone(tmp_path):
+    folder = tmp_path / "cache" / "embeddings"
+    DiskCachedEmbedder(Model(), folder).embed(TEXTS)
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
 def test_where_the_cache_lives():
     assert cache_folder("auto", {"XDG_CACHE_HOME": "/x/cache"}).as_posix() == "/x/cache/cairn/embeddings"
     assert cache_folder("auto", {"AWS_LAMBDA_FUNCTION_NAME": "ingest"}) is None

@@ -13,7 +13,8 @@ model, shared by every process of the machine (WAL: readers never wait for a wri
   so the demo answers byte for byte the same with the cache on, off, cold or warm;
 - the file's name carries the model's identity (provider, model, dimension, languages) and its
   package versions: another model, or an upgraded one, starts a file of its own;
-- it is bounded (``CAIRN_EMBEDDING_CACHE_MB``, 512 by default): past it, the oldest vectors go;
+- it is bounded (``CAIRN_EMBEDDING_CACHE_MB``, 512 by default): past it, the oldest vectors go; a
+  folder it creates is readable by its user alone;
 - it can never fail an embedding: a cache that cannot be opened, read or written (a read-only home, a
   full disk, a damaged file) is left alone for the rest of the process, with one warning, and the
   model answers.
@@ -75,7 +76,8 @@ class VectorFile:
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.parent.is_dir():  # the texts' vectors: for this user's eyes only
+                self.path.parent.mkdir(parents=True, mode=0o700)
             db = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
