@@ -1,6 +1,6 @@
 """The local models' vectors kept on disk, so a text is embedded once per machine.
 
-A local model spends most of an ingest on the model (the demo's 493 chunks: ~38 s of both cores). The
+A local model spends most of an ingest on the model (the demo's ~500 records: ~38 s of both cores). The
 same texts come back often: the demo run again, the sample handbook ingested into a second home or
 tenant, a folder re-ingested after ``rm``, a reindex back to a model used before. Each process then
 paid the model again. :class:`DiskCachedEmbedder` puts one SQLite file per model in front of the
