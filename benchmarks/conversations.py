@@ -56,7 +56,10 @@ def per_query_ndcg(qrels: dict, run: dict) -> dict[str, float]:
     return {m.query_id: m.value for m in ir_measures.iter_calc([nDCG @ 10], qrels, full)}
 
 
-def play(col: Collection, svc: Cairn, queries: list[dict], ask: Any) -> tuple[dict, list[float], list[int]]:
+def play(col: Collection, svc: Cairn, queries: list[dict], ask: Any,
+         shapes: dict[str, str] | None = None) -> tuple[dict, list[float], list[int]]:
+    """Each query asked once: its judged run, latency and vector calls (and, into ``shapes``, the
+    shape of the plan that answered it)."""
     run, lat, calls = {}, [], []
     for q in queries:
         t = time.perf_counter()
@@ -64,7 +67,20 @@ def play(col: Collection, svc: Cairn, queries: list[dict], ask: Any) -> tuple[di
         lat.append((time.perf_counter() - t) * 1000)
         calls.append(sum(qr.trace.stats.vector_calls for qr in res.query_results))
         run[q["_id"]] = judged(col, res)
+        if shapes is not None:
+            shapes[q["_id"]] = plan_shape(res.query_plan, bool(previous_user_turn(q)))
     return run, lat, calls
+
+
+def plan_shape(plan: Any, follows: bool) -> str:
+    """What the session planner did with a turn: ``first`` (no earlier user turn), ``boosted`` (a
+    folder the conversation names), ``carried`` (also searched with the previous user turn), else ``turn``."""
+    if not follows:
+        return "first"
+    queries = plan.queries if plan is not None else ()
+    if any(q.boost_uris for q in queries):
+        return "boosted"
+    return "carried" if any(q.weight < 1.0 for q in queries) else "turn"
 
 
 def arm_figures(qrels: dict, run: dict, lat: list[float] | None = None, calls: list[int] | None = None) -> dict[str, Any]:
@@ -104,12 +120,13 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
         for q in queries + two:  # untimed: fills the query embeddings
             svc.find(q["text"], **opts)
         runs: dict[str, dict] = {}
+        shapes: dict[str, str] = {}
         for name, batch, ask in (
             ("find_turn", queries, lambda q: svc.find(q["text"], **opts)),
             ("find_previous_user_turn_and_turn", two, lambda q: svc.find(q["text"], **opts)),
             ("search_session", queries, lambda q: svc.search(q["text"], session_id=session_of[q["_id"]], **opts)),
         ):
-            run, lat, calls = play(col, svc, batch, ask)
+            run, lat, calls = play(col, svc, batch, ask, shapes if name == "search_session" else None)
             runs[name] = run
             out[name] = arm_figures(qrels, run, lat, calls)
             print(f"  {key} {name}: {out[name]}", flush=True)
@@ -118,6 +135,14 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
     below = sorted(q for q in qrels if session.get(q, 0.0) < find.get(q, 0.0) - 1e-9)
     out["below_find"] = round(len(below) / max(len(qrels), 1), 4)
     out["below_find_examples"] = below[:10]
+    out["by_plan_shape"] = {
+        shape: {"turns": len(qids), "search_session": round(statistics.mean(session.get(q, 0.0) for q in qids), 4),
+                "find_turn": round(statistics.mean(find.get(q, 0.0) for q in qids), 4),
+                "below_find": sum(1 for q in qids if q in set(below))}
+        for shape in sorted(set(shapes.values()))
+        if (qids := [q for q in qrels if shapes.get(q) == shape])
+    }
+    print(f"  {key} by plan shape: {out['by_plan_shape']}", flush=True)
     best_baseline = max(out[a]["nDCG@10"] for a in ("find_turn", "find_previous_user_turn_and_turn", "bm25_previous_user_turn_and_turn"))
     out["margin_over_best_baseline"] = round(out["search_session"]["nDCG@10"] - best_baseline, 4)
     print(f"  {key}: session {out['search_session']['nDCG@10']} vs best baseline {best_baseline} "

@@ -75,3 +75,39 @@ def test_combined_scores_reward_agreement_and_stay_in_range():
     assert combined([0.6, 0.5]) == pytest.approx(0.8)  # 1 - 0.4 * 0.5
     assert combined([0.6, 0.5]) > combined([0.7])  # found by both outranks a little better found by one
     assert combined([1.4, -0.2]) == 1.0 and combined([-0.3]) == 0.0  # clipped to 0..1
+
+
+def _gate_checks(svc, monkeypatch):
+    """The evidence gate's keyword searches (limit 1, keyword mode) the store is asked."""
+    from cairn.ports.vectorstores import SearchMode
+
+    asked: list[str] = []
+    query = svc.store.query
+
+    def counting(request):
+        if request.mode is SearchMode.KEYWORD and request.limit == 1:
+            asked.append(request.text)
+        return query(request)
+
+    monkeypatch.setattr(svc.store, "query", counting)
+    return asked
+
+
+def test_the_turn_with_the_one_before_shows_the_turns_words_and_is_not_gated_again(svc, monkeypatch):
+    s = _follow_up(svc)
+    before = svc.search("how long does the refund take?", session_id=s.id, limit=5)
+    asked = _gate_checks(svc, monkeypatch)
+    res = svc.search("how long does the refund take?", session_id=s.id, limit=5)
+    assert len(res.query_plan.queries) == 2  # the turn, and the turn with the one before it
+    assert asked == ["how long does the refund take?"]  # one gate check: the carried text holds the turn's words
+    assert [(m.uri, m.score) for m in res.all()] == [(m.uri, m.score) for m in before.all()]
+
+
+def test_a_turn_without_evidence_of_its_own_leaves_the_carried_search_to_its_own_gate(svc, monkeypatch):
+    s = _follow_up(svc)
+    asked = _gate_checks(svc, monkeypatch)
+    res = svc.search("qxzv?", session_id=s.id, limit=5)  # no word of the content, too short to be told from noise
+    assert len(asked) == 2  # the carried search was asked on its own words
+    own, carried = res.query_results
+    assert own.matches == [] and own.trace.stats.stop_reason == "no_evidence"
+    assert carried.matches  # the question it follows has words of the content

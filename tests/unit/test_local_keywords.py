@@ -57,6 +57,26 @@ def test_scores_after_writes_replacements_and_deletes_are_those_of_a_fresh_bm25_
             assert [got[u] for u in want] == pytest.approx(list(want.values()), rel=1e-5)
 
 
+def test_scores_asked_between_writes_follow_every_write(tmp_path):
+    """A term's postings are kept between queries (a conversation asks for the same words turn
+    after turn); a write, a rewrite or a delete must show in the very next query."""
+    rng = random.Random(5)
+    store = LocalVectorStore(tmp_path, dimension=DIM)
+    live: dict[str, ContextRecord] = {}
+    for step in range(30):
+        batch = [rec(rng.randrange(20), rng.choices(WORDS, k=rng.randint(1, 6))) for _ in range(rng.randint(1, 3))]
+        store.upsert(batch)
+        live.update({r.uri: r for r in batch})
+        if step % 3 == 2:
+            doomed = rng.sample(sorted(live), k=min(2, len(live)))
+            store.delete("acme", [live.pop(i).id for i in doomed])
+        for text in ("refund card", "card"):  # the same words each time: the second reads what the first gathered
+            want = bm25s_scores(list(live.values()), text)
+            got = keyword_scores(store, text)
+            assert got.keys() == want.keys(), f"step {step}: {text!r}"
+            assert [got[u] for u in want] == pytest.approx(list(want.values()), rel=1e-5)
+
+
 def test_statistics_of_the_filter_are_those_of_an_index_of_the_kept_records_alone(tmp_path):
     rng = random.Random(5)
     store = LocalVectorStore(tmp_path, dimension=DIM)

@@ -191,19 +191,12 @@ class Pipeline:
         language = self.services.languages.for_tenant(self.tenant)
         if request.score_threshold is not None:
             thinking = replace(thinking, threshold=request.score_threshold)
-        outputs = [
-            stages.retrieve(
-                tq,
-                request,
-                tenant=self.tenant,
-                store=self.store,
-                embedder=self.embedder,
-                thinking=thinking,
-                rerank_follows=reranker is not None,
-                language=language,
-            )
-            for tq in plan.queries
-        ]
+        outputs: list[stages.RetrieveOutput] = []
+        for tq in plan.queries:
+            outputs.append(stages.retrieve(
+                tq, request, tenant=self.tenant, store=self.store, embedder=self.embedder, thinking=thinking,
+                rerank_follows=reranker is not None, language=language, searched=outputs,
+            ))
         result = stages.rerank(
             outputs, request, reranker=reranker, hotness_weight=self.hotness_weight, threshold=thinking.threshold,
             language=language, counts=self.services.use_counts if self.hotness_weight > 0 else None,

@@ -23,7 +23,6 @@ from cairn.core.models import (
     QueryResult,
     ScoreTerm,
     ThinkingTrace,
-    TraceEvent,
     TraceStats,
     TypedQuery,
     combine_scores,
@@ -42,7 +41,7 @@ from cairn.engine.assemble import (
 from cairn.engine.explain import merged, query_label, reranked, rescaled
 from cairn.engine.planning.base import Planner, raw_query
 from cairn.engine.retrieval.boost import asked_elsewhere, merge_boosted
-from cairn.engine.retrieval.evidence import has_evidence
+from cairn.engine.retrieval.evidence import has_evidence, inherits_words
 from cairn.engine.retrieval.memories import (
     BACKGROUND_RANK,
     STANDING_REASON,
@@ -65,7 +64,7 @@ from cairn.ports.rerank.base import RERANK_REASON, Reranker
 from cairn.ports.sessions.base import SessionView
 from cairn.ports.usecounts import UseCounts, with_uses
 from cairn.ports.vectorstores import VectorStore
-from cairn.ports.vectorstores.fusion import UNCOVERED_DENSE_WEIGHT
+from cairn.ports.vectorstores.fusion import UNCOVERED_DENSE_WEIGHT, uncovered_event
 
 
 class RetrieveOutput(BaseModel):
@@ -81,6 +80,7 @@ class RetrieveOutput(BaseModel):
     # the query's own vector's best matches there (URI, raw score), best first, ``BACKGROUND_RANK``
     # at most: the last is the query's background; a plan's typed queries compare on them
     raw_matches: list[tuple[str, float]] = Field(default_factory=list)
+    evidence: str = ""  # what the query kept its candidates on (retrieval/evidence.py); "" when gated out or not asked
 
 
 def plan(request: FindRequest, planner: Planner | None = None, session: SessionView | None = None) -> QueryPlan:
@@ -132,13 +132,15 @@ def retrieve(
     thinking: ThinkingConfig | None = None,
     rerank_follows: bool = False,
     language: str | None = None,
+    searched: Sequence[RetrieveOutput] = (),
 ) -> RetrieveOutput:
     """Search for one typed query (quick or thinking); hand on candidates for rerank:
     ``2·limit`` when a reranker follows, else ``limit``. A typed query with ``boost_uris`` is
     searched everywhere it may search and inside those folders, merged (:mod:`.retrieval.boost`).
     A query in a language the embedder was not trained on (``language``: the tenant's fixed one,
     else detected) is fused with the keyword side leading (``UNCOVERED_DENSE_WEIGHT``) in every
-    search it makes, those that would have been dense only included."""
+    search it makes, those that would have been dense only included. ``searched``: the plan's typed
+    queries retrieved before (one whose text this query holds may have passed the gate for it)."""
     started = time.perf_counter()
     if request.mode == "auto":  # not resolved for the whole plan (for_plan): this typed query's own
         request = for_plan(request, QueryPlan(reasoning="", queries=(typed_query,)))
@@ -147,9 +149,11 @@ def retrieve(
     hand_on = 2 * request.limit if rerank_follows else request.limit
     threshold = request.score_threshold if request.score_threshold is not None else (thinking or ThinkingConfig()).threshold
     gate = ThinkingTrace(stats=TraceStats(mode="quick" if request.mode == "quick" else "thinking"))
-    if roots and threshold >= 0 and not has_evidence(
+    alike = [(o.query.query, o.evidence) for o in searched if _same_roots(o.query, typed_query)]
+    evidence = "words" if inherits_words(typed_query.query, alike) else ""
+    if roots and threshold >= 0 and not evidence and not (evidence := has_evidence(
         store, embedder, tenant, typed_query.query, vector, roots, request.filter, gate
-    ):  # a negative threshold asks for every candidate, evidence or not
+    )):  # a negative threshold asks for every candidate, evidence or not
         gate.stats.stop_reason = "no_evidence"
         gate.stats.latency_ms = (time.perf_counter() - started) * 1000
         return RetrieveOutput(query=typed_query, candidates=[], trace=gate)
@@ -175,7 +179,7 @@ def retrieve(
     candidates, trace = _search(typed_query.query, vector, search_roots, request, store, tenant, thinking, hand_on, hybrid,
                                 narrowed=False, dense_weight=weight)
     if uncovered is not None:
-        trace.events.insert(0, _uncovered_event(embedder, store, uncovered, weight))
+        trace.events.insert(0, uncovered_event(embedder.name, store, uncovered, weight))
     inside: list[Candidate] = []
     inside_hybrid = (request.hybrid if request.hybrid is not None else False) or uncovered is not None
     # the scale a boosted query's matches inside are judged on
@@ -218,7 +222,11 @@ def retrieve(
     trace.events[:0] = gate.events
     trace.stats.latency_ms = (time.perf_counter() - started) * 1000
     return RetrieveOutput(query=typed_query, candidates=candidates, trace=trace, raw_best=raw,
-                          raw_matches=raw_scores[:BACKGROUND_RANK])
+                          raw_matches=raw_scores[:BACKGROUND_RANK], evidence=evidence)
+
+
+def _same_roots(a: TypedQuery, b: TypedQuery) -> bool:
+    return (a.context_type, a.target_uris) == (b.context_type, b.target_uris)
 
 
 def _raw_scores(
@@ -278,15 +286,6 @@ def _own_memories(
     trace.add("keep", detail=f"memories of {request.user}: {len(kept)} of {len(found)} as relevant as the other matches "
               f"(raw scores: best other {raw_best:.3f}{behind}, best memory {best_mem:.3f})")
     return kept
-
-
-def _uncovered_event(embedder: Embedder, store: VectorStore, language: str, weight: float | None) -> TraceEvent:
-    """What the trace says of a query in a language the embedder was not trained on."""
-    if not store.capabilities().hybrid:
-        return TraceEvent(kind="fallback", detail=f"{embedder.name} was not trained on {language!r} and the {store.backend} "
-                          "store has no keyword search: the dense scores answer alone")
-    return TraceEvent(kind="fallback", detail=f"{embedder.name} was not trained on {language!r}: "
-                      f"keywords lead every search (dense weight {weight})")
 
 
 def _search(

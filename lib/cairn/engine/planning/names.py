@@ -63,6 +63,7 @@ STOP_WORDS = frozenset(
 DEFAULT_MIN_CONFIDENCE = 0.55
 MAX_FOLDERS = 3  # a name shared by more disjoint folders than this says too little to scope
 MAX_NAME_WORDS = 12  # longer strings are sentences, not names
+MAX_READ_TEXTS = 1024  # texts whose matches an index keeps (all dropped at once past it)
 FUZZY_CUTOFF = 80  # rapidfuzz ratio (0..100) for two words to count as the same word
 FUZZY_MIN_CHARS = 4
 STOP_WEIGHT = 0.25
@@ -179,6 +180,8 @@ class NameIndex:
                     self.vocab.setdefault(a + b, (a, b))
         self._keys = list(self.vocab)
         self._fuzzy: dict[str, list[tuple[str, float]]] = {}
+        # the matches of each text read: a conversation's recent messages are read again on every turn
+        self._matched: dict[tuple[str, int], tuple[NameMatch, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -218,6 +221,15 @@ class NameIndex:
 
     def match(self, text: str, seq: int = 0) -> list[NameMatch]:
         """The names ``text`` mentions, most confident first (ties: the later mention first)."""
+        found = self._matched.get((text, seq))
+        if found is None:
+            found = tuple(self._match(text, seq))
+            if len(self._matched) >= MAX_READ_TEXTS:
+                self._matched.clear()
+            self._matched[(text, seq)] = found
+        return list(found)
+
+    def _match(self, text: str, seq: int) -> list[NameMatch]:
         words = normalise(text)
         hits: dict[str, list[tuple[int, float]]] = defaultdict(list)  # name word -> (position, similarity)
         for i, w in enumerate(words):

@@ -47,6 +47,7 @@ from cairn.ports.sessions.base import Message, SessionView
 PLANNER_NAME = "session-rewrite"
 LOOKBACK = 5
 MAX_CARRIED_CHARS = 1000  # of the previous user turn carried into a follow-up's query
+MAX_READ_MESSAGES = 1024  # messages whose names a planner keeps (all dropped at once past it)
 # the carried query's matches count for this share of their score: a turn that says what it is
 # about keeps its own answer first (chosen by measurement on the conversational benchmarks:
 # benchmarks/README.md, issue 19; 0.9 until the carried query was dropped when it makes the best
@@ -203,6 +204,7 @@ class SessionRewritePlanner:
         # a query of at most this many words is also searched with the previous user turn (None: any)
         self.follow_up_words = follow_up_words
         self.carried_weight = carried_weight
+        self._read: dict[tuple[str, int], tuple[Mention, ...]] = {}  # each message's names: read again on every later turn
 
     def plan(
         self,
@@ -277,7 +279,7 @@ class SessionRewritePlanner:
             return []
         for msg in reversed(messages):
             found: list[Mention] = []
-            for m in mentions(msg.content, msg.seq, self.vocabulary, self.stop):
+            for m in self._mentions(msg):
                 if _contains(query, m.name, self.stop) or any(
                     _contains(f.name, m.name, self.stop) for f in found
                 ):
@@ -286,3 +288,13 @@ class SessionRewritePlanner:
             if found:
                 return found[: self.max_names]
         return []
+
+    def _mentions(self, msg: Message) -> list[Mention]:
+        """:func:`mentions` of a message, read once per text."""
+        read = self._read.get((msg.content, msg.seq))
+        if read is None:
+            read = tuple(mentions(msg.content, msg.seq, self.vocabulary, self.stop))
+            if len(self._read) >= MAX_READ_MESSAGES:
+                self._read.clear()
+            self._read[(msg.content, msg.seq)] = read
+        return list(read)

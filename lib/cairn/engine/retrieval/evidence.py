@@ -48,7 +48,9 @@ The gate asks for evidence of one of three kinds before a typed query keeps its 
 A misspelt query ("refnds") keeps its dense answers when they are clearly closer than noise;
 random letters never do. A backend without keyword search (Pinecone dense) skips the gate, and
 the trace says so. The check costs one keyword search per typed query; the floor, a few
-milliseconds once per tenant and TTL.
+milliseconds once per tenant and TTL. A typed query whose text holds another's that passed on
+its words, over the same roots (a follow-up searched with the turn before it), has the same words
+to show and is not asked again (:func:`inherits_words`).
 """
 
 from __future__ import annotations
@@ -58,9 +60,9 @@ import string
 import threading
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -238,6 +240,16 @@ def _keep_floor(store: VectorStore, embedder: Embedder, tenant: str, floor: floa
         learn(tenant, _floor_key(embedder), {"floor": floor, "records": store.count(tenant)})
 
 
+Evidence = Literal["words", "language", "meaning", "ungated", ""]  # "": none (falsy)
+
+
+def inherits_words(text: str, others: Iterable[tuple[str, str]]) -> bool:
+    """Whether a query ``text`` holds the whole text of another query that passed on its words
+    (``others``: ``(text, evidence)`` of the plan's queries already searched over the same roots
+    and filter): its words occur in the content as theirs do, so its own keyword search is spared."""
+    return any(evidence == "words" and other.strip() and other.strip() in text for other, evidence in others)
+
+
 def has_evidence(
     store: VectorStore,
     embedder: Embedder,
@@ -247,30 +259,31 @@ def has_evidence(
     roots: list[str],
     user_filter: dict | None,
     trace: ThinkingTrace,
-) -> bool:
-    """True when the query may keep its candidates (see the module doc); the trace says why not."""
+) -> Evidence:
+    """The kind of evidence the query may keep its candidates on (see the module doc), ``""``
+    when none (the trace says why)."""
     if not store.capabilities().keyword:
         trace.add("fallback", detail=f"the {store.backend} backend has no keyword search: no evidence gate")
-        return True
+        return "ungated"
     scope = scope_filter(roots, user_filter)  # only what this query may search: no word of another user's memories counts
     if store.query(VectorQuery(tenant=tenant, text=text, mode=SearchMode.KEYWORD, filter=scope, limit=1)):
-        return True
+        return "words"
     if reads_as_language(text, tokenizer_of(embedder)):
         trace.add("keep", detail="no query word occurs in the content, but the query reads as language: its best matches are kept")
-        return True
+        return "language"
     if spaced_letters(text) < SEMANTIC_MIN_LETTERS:
         trace.add("exclude", detail=f"no evidence: no query word occurs in the content, and with fewer than "
                   f"{SEMANTIC_MIN_LETTERS} letters the query cannot be told from random text")
-        return False
+        return ""
     floor = noise_floor(store, embedder, tenant)
     hits = store.query(VectorQuery(tenant=tenant, vector=vector, filter=scope, limit=1))
     best = hits[0].score if hits else 0.0
     if best > floor:
         trace.add("keep", detail=f"no query word occurs in the content; the best dense match {best:.3f} beats the noise floor {floor:.3f}")
-        return True
+        return "meaning"
     trace.add(
         "exclude",
         detail=f"no evidence: no query word occurs in the content and the best dense match {best:.3f} "
         f"is no better than random text scores here ({floor:.3f})",
     )
-    return False
+    return ""

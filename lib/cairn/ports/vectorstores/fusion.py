@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import TypeVar
 
-from cairn.core.models import ScoreExplanation, ScoreTerm
-from cairn.ports.vectorstores.base import MAX_QUERY_LIMIT
+from cairn.core.models import ScoreExplanation, ScoreTerm, TraceEvent
+from cairn.ports.vectorstores.base import MAX_QUERY_LIMIT, VectorStore
 
 K = TypeVar("K", bound=Hashable)
 
@@ -94,3 +94,12 @@ def hybrid_explanation(arms: tuple[float, float, float] | None) -> ScoreExplanat
         ScoreTerm(label="dense: cosine similarity to the query (at least 0)", score=cosine, weight=w),
         ScoreTerm(label="keyword: BM25 over the query's best BM25", score=keyword, weight=1.0 - w),
     ], note="hybrid fusion")
+
+
+def uncovered_event(embedder: str, store: VectorStore, language: str, weight: float | None) -> TraceEvent:
+    """What a trace says of a query in a language the embedder (its name) was not trained on."""
+    if not store.capabilities().hybrid:
+        return TraceEvent(kind="fallback", detail=f"{embedder} was not trained on {language!r} and the {store.backend} "
+                          "store has no keyword search: the dense scores answer alone")
+    return TraceEvent(kind="fallback", detail=f"{embedder} was not trained on {language!r}: "
+                      f"keywords lead every search (dense weight {weight})")

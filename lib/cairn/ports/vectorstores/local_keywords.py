@@ -32,6 +32,7 @@ from cairn.ports.vectorstores import keywords
 K1, B = 1.5, 0.75
 _MAGIC = b"CAIRNKW3\n"  # 2: arrays 8-byte aligned; 3: L1 overviews not indexed (keywords.record_text). Older files are rebuilt
 MAX_CHUNKS = 12
+MAX_GATHERED = 4_000_000  # postings a partition keeps gathered between writes (~48 MB at most)
 
 
 class Postings:
@@ -115,6 +116,10 @@ class KeywordIndex:
         self.lengths = np.zeros(0, dtype=np.float32)  # per partition row
         self.owner = np.zeros(0, dtype=np.int64)  # per partition row: the chunk holding it
         self.owner_row = np.zeros(0, dtype=np.int64)
+        # each term's live postings as last gathered from the chunks, until the index changes: a
+        # conversation's turns, and the turn searched alone and with the one before, ask for the same words
+        self._gathered: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._gathered_size = 0
 
     @property
     def n(self) -> int:
@@ -140,6 +145,7 @@ class KeywordIndex:
 
     def add(self, post: Postings, partition_rows: np.ndarray) -> None:
         """Index ``post`` whose row ``i`` is partition row ``partition_rows[i]`` (new or replaced)."""
+        self._forget()
         partition_rows = np.asarray(partition_rows, dtype=np.int64)
         top = int(partition_rows.max(initial=-1)) + 1
         if top > self.n:
@@ -160,6 +166,7 @@ class KeywordIndex:
 
     def kill(self, rows: np.ndarray) -> None:
         """Partition rows ``rows`` are replaced or deleted: their postings become tombstones."""
+        self._forget()
         rows = np.asarray(rows, dtype=np.int64)
         old = self.owner[rows]
         for c in np.unique(old[old >= 0]):
@@ -169,6 +176,7 @@ class KeywordIndex:
 
     def keep(self, keep: np.ndarray) -> None:
         """Only partition rows ``keep`` (sorted) stay, renumbered from 0 (a delete)."""
+        self._forget()
         newpos = np.full(self.n + 1, -1, dtype=np.int64)  # the extra slot maps -1 to -1
         newpos[keep] = np.arange(len(keep))
         self.maps = [newpos[m] for m in self.maps]
@@ -217,7 +225,22 @@ class KeywordIndex:
             out[rows] += weight * idf * tfs / (norm + tfs)  # a live row sits in one chunk: no repeats
         return out
 
+    def _forget(self) -> None:
+        self._gathered, self._gathered_size = {}, 0
+
     def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """The live rows holding ``term`` and its frequency in each (kept until the index changes,
+        up to ``MAX_GATHERED`` postings in all)."""
+        found = self._gathered.get(term)
+        if found is None:
+            found = self._gather(term)
+            if self._gathered_size + len(found[0]) > MAX_GATHERED:
+                self._forget()
+            self._gathered[term] = found
+            self._gathered_size += len(found[0])
+        return found
+
+    def _gather(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         rows, tfs = [], []
         for post, where in zip(self.chunks, self.maps, strict=True):
             span = post.span(term)
