@@ -67,6 +67,12 @@ class MemoEmbedder(Embedder):
     def tokenizer(self):  # the wrapped model's (the evidence gate and token counts read it)
         return self.inner.tokenizer()
 
+    def forget(self) -> None:
+        """Drop every query vector (the memo's and the model's own): the next call embeds as a new
+        turn would."""
+        self._memo.clear()
+        getattr(self.inner, "_cache", {}).clear()
+
     def _embed(self, texts: list[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
         if missing:

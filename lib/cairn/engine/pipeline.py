@@ -191,6 +191,9 @@ class Pipeline:
         language = self.services.languages.for_tenant(self.tenant)
         if request.score_threshold is not None:
             thinking = replace(thinking, threshold=request.score_threshold)
+        texts = list(dict.fromkeys(tq.query for tq in plan.queries))
+        if len(texts) > 1:  # one model call (one round trip) for the plan's queries; each search reads its vector back
+            self.embedder.embed(texts)
         outputs: list[stages.RetrieveOutput] = []
         for tq in plan.queries:
             outputs.append(stages.retrieve(
