@@ -47,7 +47,7 @@ GOOD_RATIO = 0.3
 # A topic folder (not one of a kind; planning/scope.py) ranks first only where its match is about as
 # good as the best anywhere: at least halfway from the query's background (its 10th raw match) to its
 # best, a bar that holds on any embedder's score scale (a share of the best does not: multilingual-e5
-# scores every page 0.8-0.9), the same "halfway" as :data:`cairn.engine.stages.SHARED_BEST`. Its name decides
+# scores every page 0.8-0.9), the same "halfway" as :data:`cairn.engine.carried.SHARED_BEST`. Its name decides
 # between comparable answers and does not override a clearly better one elsewhere. Measured (MiniLM):
 # a customer's contract for "what are the payment terms?" lies 0.62 of the way to the best (another
 # customer's), a handbook's office/ parking page 0.09 for "my computer got stolen on the train", two
