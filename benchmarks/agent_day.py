@@ -152,7 +152,9 @@ def _timed(latencies: list[float], call: Any) -> Any:
     return out
 
 
-def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
+def play(client: CairnClient, data: dict, bm25: Bm25, with_context: bool = True) -> dict[str, Any]:
+    """Every chat turn by turn (module doc); ``with_context``: also ``POST /v1/context`` each turn
+    (its latency and budget; the quality gate reads neither)."""
     runs: dict[str, dict[str, dict[str, float]]] = {a: {} for a in ARMS}
     latency: dict[str, list[float]] = defaultdict(list)
     qrels: dict[str, dict[str, int]] = {}
@@ -179,8 +181,9 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
                 if (turn.get("docs") or turn.get("mem")) and res.total == 0:
                     empty[arm] += 1
             runs["bm25_two_turns"][qid] = _timed(latency["bm25_two_turns"], lambda: bm25(f"{prev} {u}"))
-            block = _timed(latency["context_session"], lambda: client.context(u, session.id, budget_tokens=CONTEXT_BUDGET, limit=LIMIT))
-            over_budget += block.tokens > CONTEXT_BUDGET
+            if with_context:
+                block = _timed(latency["context_session"], lambda: client.context(u, session.id, budget_tokens=CONTEXT_BUDGET, limit=LIMIT))
+                over_budget += block.tokens > CONTEXT_BUDGET
             if turn.get("docs"):
                 qrels[qid] = {d: 1 for d in turn["docs"]}
                 per_kind[turn.get("kind", "")].append(qid)
@@ -213,10 +216,11 @@ def play(client: CairnClient, data: dict, bm25: Bm25) -> dict[str, Any]:
         for kind, qids in sorted(per_kind.items())
     }
     worse = [q for q in qrels if _turn_ndcg(qrels, runs["search_session"], q) < _turn_ndcg(qrels, runs["find"], q)]
-    ctx = percentiles(latency["context_session"])
     extra = [c - s_ for c, s_ in zip(latency["context_session"], latency["search_session"])]
+    context = percentiles(latency["context_session"]) | {
+        "over_budget": over_budget, "p50_ms_over_search": round(sorted(extra)[len(extra) // 2], 2)} if extra else None
     return {
-        "context_300_tokens": ctx | {"over_budget": over_budget, "p50_ms_over_search": round(sorted(extra)[len(extra) // 2], 2)},
+        "context_300_tokens": context,
         "judged_turns": judged, "memory_turns": memory_turns, "arms": arms, "by_kind_nDCG@10": by_kind,
         "memory_recall@3": round(memory_hits / max(memory_turns, 1), 3), "memory_misses": misses,
         "unasked_memory_in_top3": f"{unasked}/{other_turns}",
@@ -260,9 +264,9 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
     return out
 
 
-def run_set(name: str, limit_queries: int | None, with_noise: bool = False) -> dict:
+def run_set(name: str, limit_queries: int | None, with_noise: bool = False, with_context: bool = True) -> dict:
     """One set of :data:`SETS` played through a `cairn serve` of its own on a fresh home (the quality
-    gate plays them too: benchmarks/quality_gate.py)."""
+    gate plays them too, without the context calls: benchmarks/quality_gate.py)."""
     docs, script = load(name)
     if limit_queries:
         script = {**script, "conversations": script["conversations"][: max(1, limit_queries // 15)]}
@@ -275,7 +279,7 @@ def run_set(name: str, limit_queries: int | None, with_noise: bool = False) -> d
                     for key, category, text in facts:
                         client.remember(text, category, user=user, key=key)
                 client.find("warm up")
-                out = play(client, script, Bm25(docs))
+                out = play(client, script, Bm25(docs), with_context)
                 if with_noise:
                     out["noise"] = noise(client)
         finally:
