@@ -111,3 +111,12 @@ def test_a_turn_without_evidence_of_its_own_leaves_the_carried_search_to_its_own
     own, carried = res.query_results
     assert own.matches == [] and own.trace.stats.stop_reason == "no_evidence"
     assert carried.matches  # the question it follows has words of the content
+
+
+def test_the_turn_and_the_turn_with_the_one_before_are_embedded_in_one_model_call(svc, embedder):
+    s = _follow_up(svc)
+    turn = "and how long until the duplicate refund reaches my account, roughly?"  # no earlier test embedded it
+    calls, texts = embedder.calls, embedder.texts_embedded
+    res = svc.search(turn, session_id=s.id, limit=5)
+    assert [q.query for q in res.query_plan.queries] == [turn, f"I was charged twice this month, can I get a refund? {turn}"]
+    assert (embedder.calls - calls, embedder.texts_embedded - texts) == (1, 2)  # one call for both texts
