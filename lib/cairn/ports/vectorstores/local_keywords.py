@@ -32,7 +32,7 @@ from cairn.ports.vectorstores import keywords
 K1, B = 1.5, 0.75
 _MAGIC = b"CAIRNKW3\n"  # 2: arrays 8-byte aligned; 3: L1 overviews not indexed (keywords.record_text). Older files are rebuilt
 MAX_CHUNKS = 12
-MAX_GATHERED = 4_000_000  # postings a partition keeps gathered between writes (~48 MB at most)
+MAX_GATHERED = 1_000_000  # postings a partition keeps gathered between writes (16 bytes each: 16 MB at most)
 
 
 class Postings:
