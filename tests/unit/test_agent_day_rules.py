@@ -246,3 +246,14 @@ def test_the_carried_querys_matches_are_put_on_the_turns_scale_by_their_raw_best
     assert round(merge_factor(far, [match(0.95)], [(turn, [match(0.90)]), (far, [match(0.95)])]) * 0.95, 6) == 1.0
     assert merge_factor(turn, [match(0.90)], listed) == 1.0
     assert merge_factor(_out("x", 0.8, None), [match(0.5)], listed) == 0.8  # no raw score: its weight alone
+
+
+def test_a_query_holding_another_word_for_word_inherits_its_words_and_no_other_does():
+    from cairn.engine.retrieval.evidence import inherits_words
+
+    turn = "What was the role of storytellers?"
+    carried = f"What was the culture like? {turn} (Ottoman Empire)"  # the session planner's second query
+    assert inherits_words(carried, [(turn, "words")])
+    assert not inherits_words(carried, [(turn, "language")])  # the turn read as language: its words were not found
+    assert not inherits_words("concatenate the strings", [("cat", "words")])  # letters inside a word are not the word
+    assert not inherits_words(turn, [(carried, "words")])  # the longer text's words are not all in the shorter one

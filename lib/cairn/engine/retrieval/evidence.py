@@ -244,10 +244,12 @@ Evidence = Literal["words", "language", "meaning", "ungated", ""]  # "": none (f
 
 
 def inherits_words(text: str, others: Iterable[tuple[str, str]]) -> bool:
-    """Whether a query ``text`` holds the whole text of another query that passed on its words
-    (``others``: ``(text, evidence)`` of the plan's queries already searched over the same roots
-    and filter): its words occur in the content as theirs do, so its own keyword search is spared."""
-    return any(evidence == "words" and other.strip() and other.strip() in text for other, evidence in others)
+    """Whether a query ``text`` holds, word for word, the whole text of another query that passed
+    on its words (``others``: ``(text, evidence)`` of the plan's queries already searched over the
+    same roots and filter): its words occur in the content as theirs do, so its own keyword search
+    is spared."""
+    padded = f" {' '.join(text.split())} "
+    return any(evidence == "words" and other.split() and f" {' '.join(other.split())} " in padded for other, evidence in others)
 
 
 def has_evidence(
