@@ -70,7 +70,20 @@ def play(col: Collection, svc: Cairn, queries: list[dict], ask: Any,
         run[q["_id"]] = judged(col, res)
         if shapes is not None:
             shapes[q["_id"]] = plan_shape(res.query_plan, bool(previous_user_turn(q)))
+            folders = {col.corpus_id(u) for tq in res.query_plan.queries for u in tq.boost_uris} if res.query_plan else set()
+            if folders:
+                shapes[q["_id"]] += "|" + "\x1f".join(sorted(folders))
     return run, lat, calls
+
+
+def boost_kind(shape: str, relevant: dict[str, int]) -> str:
+    """A boosted turn told apart by whether a folder it boosted holds a document judged relevant
+    (``boosted, right folder``) or not (``boosted, other folder``); other shapes as they are."""
+    kind, _, folders = shape.partition("|")
+    if not folders:
+        return kind
+    right = any(doc.startswith(f"{folder}/") for folder in folders.split("\x1f") for doc, grade in relevant.items() if grade > 0)
+    return f"{kind}, {'right' if right else 'other'} folder"
 
 
 def plan_shape(plan: Any, follows: bool) -> str:
@@ -158,12 +171,13 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
     below = sorted(q for q in qrels if session.get(q, 0.0) < find.get(q, 0.0) - 1e-9)
     out["below_find"] = round(len(below) / max(len(qrels), 1), 4)
     out["below_find_examples"] = below[:10]
+    kinds = {q: boost_kind(shape, qrels.get(q, {})) for q, shape in shapes.items()}
     out["by_plan_shape"] = {
         shape: {"turns": len(qids), "search_session": round(statistics.mean(session.get(q, 0.0) for q in qids), 4),
                 "find_turn": round(statistics.mean(find.get(q, 0.0) for q in qids), 4),
                 "below_find": sum(1 for q in qids if q in set(below))}
-        for shape in sorted(set(shapes.values()))
-        if (qids := [q for q in qrels if shapes.get(q) == shape])
+        for shape in sorted(set(kinds.values()))
+        if (qids := [q for q in qrels if kinds.get(q) == shape])
     }
     print(f"  {key} by plan shape: {out['by_plan_shape']}", flush=True)
     best_baseline = max(out[a]["nDCG@10"] for a in ("find_turn", "find_previous_user_turn_and_turn", "bm25_previous_user_turn_and_turn"))
