@@ -79,10 +79,11 @@ def play(col: Collection, svc: Cairn, queries: list[dict], ask: Any,
 def boost_kind(shape: str, relevant: dict[str, int]) -> str:
     """A boosted turn told apart by whether a folder it boosted holds a document judged relevant
     (``boosted, right folder``) or not (``boosted, other folder``); other shapes as they are."""
-    kind, _, folders = shape.partition("|")
-    if not folders:
+    kind, boosted, folders = shape.partition("|")
+    if not boosted:
         return kind
-    right = any(doc.startswith(f"{folder}/") for folder in folders.split("\x1f") for doc, grade in relevant.items() if grade > 0)
+    right = any(not folder or doc.startswith(f"{folder}/")  # "": the collection's root
+                for folder in folders.split("\x1f") for doc, grade in relevant.items() if grade > 0)
     return f"{kind}, {'right' if right else 'other'} folder"
 
 
