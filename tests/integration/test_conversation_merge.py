@@ -59,11 +59,15 @@ def test_a_follow_up_is_searched_flat_with_the_turn_before_and_both_searches_cou
     assert all(0 < m.score <= 1 for m in res.all())
 
 
-def test_a_plan_of_one_query_and_an_explicit_mode_keep_thinking(svc):
+def test_a_first_turn_is_searched_as_find_searches_it_and_an_explicit_mode_is_kept(svc):
     first = svc.search("How long does a refund take?", session_id=svc.sessions.create("t").id, limit=5)
     assert len(first.query_plan.queries) == 1
-    assert first.query_results[0].trace.stats.mode == "thinking"
-    assert first.resources[0].uri == f"{ROOT}/billing/refunds.md"
+    assert first.query_results[0].trace.stats.mode == "quick"  # a conversation's first turn: no conversation to use
+    found = svc.find("How long does a refund take?", limit=5)
+    assert [(m.uri, m.score) for m in first.all()] == [(m.uri, m.score) for m in found.all()]
+    alone = svc.search("How long does a refund take?", limit=5)  # no session: search()'s thinking mode
+    assert alone.query_results[0].trace.stats.mode == "thinking"
+    assert alone.resources[0].uri == first.resources[0].uri == f"{ROOT}/billing/refunds.md"
     s = _follow_up(svc)
     asked = svc.search("How long does it take for the money to come back?", session_id=s.id, limit=5, mode="thinking")
     assert [qr.trace.stats.mode for qr in asked.query_results] == ["thinking", "thinking"]

@@ -43,10 +43,11 @@ def plan(services: AppParts, event: dict[str, Any]) -> dict[str, Any]:
     with task_errors():
         start: WorkflowInput = parse_state(WorkflowInput, event)
         engine = services.pipeline(start.tenant)
-        chosen = stages.plan(start.request, engine.planner, engine.session_view(start.session_id))
+        view = engine.session_view(start.session_id)
+        chosen = stages.plan(start.request, engine.planner, view)
         out = PlanOutput(
             tenant=start.tenant,
-            request=stages.for_plan(start.request, chosen),  # mode "auto" resolved for every typed query
+            request=stages.for_plan(start.request, chosen, view),  # mode "auto" resolved for every typed query
             session_id=start.session_id,
             rerank=start.rerank and engine.reranker is not None,
             plan=chosen,

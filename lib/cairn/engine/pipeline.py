@@ -138,7 +138,7 @@ class Pipeline:
         plan = stages.plan(request, self.planner, view)
         if not plan.queries:  # "no retrieval needed": return at once
             return FindResult(query_plan=plan)
-        result = self._run(request, plan, rerank=rerank)
+        result = self._run(request, plan, rerank=rerank, session=view)
         result.query_plan = plan
         if session_id is not None:
             self.session_store().set_prefetched(self.tenant, session_id, result.to_dict())
@@ -184,8 +184,8 @@ class Pipeline:
         """The session store, or a clear error when these services were built without one."""
         return self.services.session_store(what)
 
-    def _run(self, request: FindRequest, plan: Any, rerank: bool) -> FindResult:
-        request = stages.for_plan(request, plan)  # mode "auto" resolved for the whole plan
+    def _run(self, request: FindRequest, plan: Any, rerank: bool, session: SessionView | None = None) -> FindResult:
+        request = stages.for_plan(request, plan, session)  # mode "auto" resolved for the whole plan
         reranker = self.reranker if rerank else None
         thinking = self.thinking
         language = self.services.languages.for_tenant(self.tenant)

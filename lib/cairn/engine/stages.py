@@ -80,21 +80,27 @@ def carries_conversation(queries: Sequence[TypedQuery]) -> bool:
     return any(q.weight < 1.0 for q in queries)
 
 
-def for_plan(request: FindRequest, plan_: QueryPlan) -> FindRequest:
+def for_plan(request: FindRequest, plan_: QueryPlan, session: SessionView | None = None) -> FindRequest:
     """The request ``plan_``'s typed queries are retrieved with: mode ``auto`` (``search()``'s
-    default) becomes ``quick`` for a plan that carries the conversation, else ``thinking``.
+    default) becomes ``quick`` for a plan that carries the conversation, and for the first turn of a
+    conversation (``session`` holds no user message yet) unless a folder is boosted; else ``thinking``.
 
     Such a plan's typed queries search the same turn with and without the previous one, and their
     matches are combined (:func:`combined`), which needs the raw scale of a flat search: thinking
     mode's feedback and propagation move each search's scores by a different amount (a folder's
     siblings lifted with it, the best match pulled toward 1). Measured on conversations in topic
     folders (benchmarks/README.md, issue 19): session search nDCG@10 0.868 -> 0.874 and turns
-    under ``find`` 16 -> 6; with multilingual-e5 0.744 -> 0.792 (21 -> 5 turns). A plan of one
-    typed query (no session, a new conversation, a folder the conversation is about) keeps thinking
-    mode, whose feedback and folder descent were measured to help there."""
+    under ``find`` 16 -> 6; with multilingual-e5 0.744 -> 0.792 (21 -> 5 turns). A conversation's
+    first turn is searched as ``find`` searches it: thinking mode there ranked 27 of 164 first turns
+    of two public conversational sets under ``find`` for no gain on average, and the quality gate's
+    sets hold or gain (benchmarks/README.md, issue 38). A plan of one typed query without a session,
+    or with a folder the conversation is about, keeps thinking mode, whose feedback and folder
+    descent were measured to help there."""
     if request.mode != "auto":
         return request
-    return request.model_copy(update={"mode": "quick" if carries_conversation(plan_.queries) else "thinking"})
+    first_turn = session is not None and not any(m.role == "user" for m in session.recent) and not any(
+        q.boost_uris for q in plan_.queries)
+    return request.model_copy(update={"mode": "quick" if carries_conversation(plan_.queries) or first_turn else "thinking"})
 
 
 def combined(scores: Sequence[float]) -> float:
