@@ -192,13 +192,13 @@ class Pipeline:
         if request.score_threshold is not None:
             thinking = replace(thinking, threshold=request.score_threshold)
         texts = list(dict.fromkeys(tq.query for tq in plan.queries))
-        if len(texts) > 1:  # one model call (one round trip) for the plan's queries; each search reads its vector back
-            self.embedder.embed(texts)
+        # one model call (one round trip) for the plan's queries, each search handed its vector
+        vectors = dict(zip(texts, self.embedder.embed(texts).tolist(), strict=True)) if len(texts) > 1 else {}
         outputs: list[stages.RetrieveOutput] = []
         for tq in plan.queries:
             outputs.append(stages.retrieve(
                 tq, request, tenant=self.tenant, store=self.store, embedder=self.embedder, thinking=thinking,
-                rerank_follows=reranker is not None, language=language, searched=outputs,
+                rerank_follows=reranker is not None, language=language, searched=outputs, vector=vectors.get(tq.query),
             ))
         result = stages.rerank(
             outputs, request, reranker=reranker, hotness_weight=self.hotness_weight, threshold=thinking.threshold,

@@ -121,6 +121,7 @@ def retrieve(
     rerank_follows: bool = False,
     language: str | None = None,
     searched: Sequence[RetrieveOutput] = (),
+    vector: list[float] | None = None,
 ) -> RetrieveOutput:
     """Search for one typed query (quick or thinking); hand on candidates for rerank:
     ``2·limit`` when a reranker follows, else ``limit``. A typed query with ``boost_uris`` is
@@ -128,11 +129,12 @@ def retrieve(
     A query in a language the embedder was not trained on (``language``: the tenant's fixed one,
     else detected) is fused with the keyword side leading (``UNCOVERED_DENSE_WEIGHT``) in every
     search it makes, those that would have been dense only included. ``searched``: the plan's typed
-    queries retrieved before (one whose text this query holds may have passed the gate for it)."""
+    queries retrieved before (one whose text this query holds may have passed the gate for it);
+    ``vector``: the query's, when the caller embedded it already."""
     started = time.perf_counter()
     if request.mode == "auto":  # not resolved for the whole plan (for_plan): this typed query's own
         request = for_plan(request, QueryPlan(reasoning="", queries=(typed_query,)))
-    vector = embedder.embed_one(typed_query.query).tolist()
+    vector = vector if vector is not None else embedder.embed_one(typed_query.query).tolist()
     roots = roots_for(typed_query.context_type, typed_query.target_uris, request.user)
     hand_on = 2 * request.limit if rerank_follows else request.limit
     threshold = request.score_threshold if request.score_threshold is not None else (thinking or ThinkingConfig()).threshold
