@@ -121,15 +121,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(home: Path) -> tuple[subprocess.Popen, str]:
-    """`cairn serve` in a process of its own, on a fresh home (the embedded default)."""
+def start_server(home: Path, workers: int | None = None) -> tuple[subprocess.Popen, str]:
+    """`cairn serve` in a process of its own, on a fresh home (the embedded default); ``workers``:
+    its ``--workers`` (None: the default, one process per core)."""
     port = _free_port()
     env = {**os.environ, "CAIRN_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     for name in ("CAIRN_PLANNER", "CAIRN_LLM_PROVIDER", "CAIRN_RERANKER"):
         env.pop(name, None)
     cli = Path(sys.executable).with_name("cairn")
     log = (home / "serve.log").open("wb")  # a pipe nobody reads would fill and stall the server
-    proc = subprocess.Popen([str(cli), "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=log)
+    extra = ["--workers", str(workers)] if workers else []
+    proc = subprocess.Popen([str(cli), "serve", "--port", str(port), *extra], env=env, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -264,14 +266,15 @@ def run(data: Path, limit_queries: int | None = None) -> dict:
     return out
 
 
-def run_set(name: str, limit_queries: int | None, with_noise: bool = False, with_context: bool = True) -> dict:
+def run_set(name: str, limit_queries: int | None, with_noise: bool = False, with_context: bool = True,
+            workers: int | None = None) -> dict:
     """One set of :data:`SETS` played through a `cairn serve` of its own on a fresh home (the quality
-    gate plays them too, without the context calls: benchmarks/quality_gate.py)."""
+    gate plays them too, without the context calls and on one serving process: benchmarks/quality_gate.py)."""
     docs, script = load(name)
     if limit_queries:
         script = {**script, "conversations": script["conversations"][: max(1, limit_queries // 15)]}
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_server(Path(tmp))
+        proc, url = start_server(Path(tmp), workers)
         try:
             with CairnClient(url, timeout_s=60) as client:
                 client.put_documents(ROOT, docs)

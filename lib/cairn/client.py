@@ -33,6 +33,7 @@ from cairn.app.models import DEFAULT_PAGE, Forgotten, Me, MemoryList, SessionLis
 from cairn.app.overview import TenantOverview
 from cairn.core import errors
 from cairn.core.models import FindResponse
+from cairn.core.tls import verified_context
 from cairn.engine.memory import CommitResult, RememberResult
 from cairn.ports.sessions.base import Message, Session, SessionView
 
@@ -116,7 +117,7 @@ class CairnClient:
                  headers: Mapping[str, str] | None = None) -> None:
         auth = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport,
-                                  headers={**auth, **(headers or {})})
+                                  headers={**auth, **(headers or {})}, verify=verified_context())
         self._retry = _Retry(retries + 1, backoff_s, max_backoff_s)
 
     def __enter__(self) -> CairnClient:
@@ -286,7 +287,7 @@ class AsyncCairnClient:
                  headers: Mapping[str, str] | None = None) -> None:
         auth = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport,
-                                       headers={**auth, **(headers or {})})
+                                       headers={**auth, **(headers or {})}, verify=verified_context())
         self._retry = _Retry(retries + 1, backoff_s, max_backoff_s)
 
     async def __aenter__(self) -> AsyncCairnClient:

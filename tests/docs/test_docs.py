@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cairn.core.tls import verified_context
 from tests.ports import free_port
 
 from .blocks import PORTS, Block, blocks, problems
@@ -76,7 +77,7 @@ class Page:
             if server.poll() is not None:
                 return server.returncode or 1, log.read_text()
             try:
-                httpx.get(url, timeout=2)
+                httpx.get(url, timeout=2, verify=verified_context())
                 return 0, ""
             except httpx.HTTPError:
                 time.sleep(0.3)

@@ -23,6 +23,7 @@ from cairn.app.services import Services
 from cairn.core.config import load_settings
 from cairn.engine.ingest import LocalContentStore
 from cairn.ports.vectorstores.local import LocalVectorStore
+from cairn.core.tls import verified_context
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +63,7 @@ class World:
 
     def call(self, key: str, method: str, path: str, params: dict | None = None, body: Any = None) -> httpx.Response:
         return httpx.request(method, f"{self.url}{path}", params=params, json=body, timeout=60,
-                             headers={"authorization": f"Bearer {key}"})
+                             headers={"authorization": f"Bearer {key}"}, verify=verified_context())
 
     def ok(self, method: str, path: str, **kw: Any) -> Any:
         r = self.admin.request(method, path, **kw)

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from cairn.core.tls import verified_context
 from tests.fakes import HANDBOOK_DOCS
 from tests.ports import free_port
 
@@ -64,7 +65,7 @@ def cairn_serve(home: Path, *extra: str) -> Iterator[str]:
     deadline = time.monotonic() + 180
     while True:
         try:
-            if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
+            if httpx.get(f"{url}/v1/health", timeout=2, verify=verified_context()).status_code == 200:
                 break
         except httpx.HTTPError:
             pass

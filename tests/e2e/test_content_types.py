@@ -15,6 +15,7 @@ from cairn.app.services import Services
 from cairn.core.config import load_settings
 from cairn.engine.ingest import LocalContentStore
 from cairn.ports.vectorstores.local import LocalVectorStore
+from cairn.core.tls import verified_context
 
 pytestmark = pytest.mark.e2e
 KEY = "types-key-0123456789abcdef"
@@ -34,7 +35,7 @@ def post(url: str, content: bytes | str, content_type: str | None) -> httpx.Resp
     headers = {"authorization": f"Bearer {KEY}"}
     if content_type is not None:
         headers["content-type"] = content_type
-    return httpx.post(f"{url}/v1/find", content=content, headers=headers, timeout=30)
+    return httpx.post(f"{url}/v1/find", content=content, headers=headers, timeout=30, verify=verified_context())
 
 
 @pytest.mark.parametrize("content_type", [None, "application/x-www-form-urlencoded", "text/plain",
@@ -77,5 +78,5 @@ def _body_routes() -> list[tuple[str, str]]:
 def test_no_route_answers_a_5xx_to_any_content_type(url, method, path, content_type):
     headers = {"authorization": f"Bearer {KEY}"} | ({"content-type": content_type} if content_type else {})
     for content in (b"--x\r\n\r\n--x--", b"\xff\xfe", b"{}", b"a=b"):
-        r = httpx.request(method, f"{url}{path}", content=content, headers=headers, timeout=30)
+        r = httpx.request(method, f"{url}{path}", content=content, headers=headers, timeout=30, verify=verified_context())
         assert r.status_code < 500, f"{content_type} {content!r}: {r.status_code} {r.text[:200]}"

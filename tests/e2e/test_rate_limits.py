@@ -11,6 +11,7 @@ import pytest
 
 from cairn.client import CairnClient
 from cairn.core.errors import RateLimited
+from cairn.core.tls import verified_context
 from tests.ports import cairn_serve
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +30,7 @@ def server(tmp_path_factory):
 
 
 def _get(url: str, key: str) -> httpx.Response:
-    with httpx.Client() as fresh:  # a new connection each time: either worker may answer it
+    with httpx.Client(verify=verified_context()) as fresh:  # a new connection each time: either worker may answer it
         return fresh.get(f"{url}/v1/me", headers={"Authorization": f"Bearer {key}"})
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from cairn.core.tls import verified_context
 from tests.ports import free_port
 
 # one worker runs this module (make test: pytest -n auto --dist loadfile): its tests share one venv
@@ -346,7 +347,7 @@ def _wait_for(url: str, server: subprocess.Popen[bytes]) -> None:
         if server.poll() is not None:
             raise AssertionError(f"cairn serve ended with {server.returncode}: {server.stderr.read().decode()[-3000:]}")  # type: ignore[union-attr]
         try:
-            httpx.get(url, timeout=2)
+            httpx.get(url, timeout=2, verify=verified_context())
             return
         except httpx.HTTPError:
             time.sleep(0.3)

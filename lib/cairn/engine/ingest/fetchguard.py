@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from cairn.core.errors import FetchRefused
+from cairn.core.tls import verified_context
 
 ALLOW_SETTING = "CAIRN_FETCH_ALLOW_HOSTS"
 MAX_REQUESTS = 30_000  # HTTP requests per ingest: pages, redirects, robots.txt files, sitemaps
@@ -219,6 +220,8 @@ class GuardedTransport:
         self.policy = policy
         self.budget = budget
         self._options = {"trust_env": False, **transport_options}
+        if self._options.get("verify", True) is True:  # one shared context, not a CA bundle read per origin
+            self._options["verify"] = verified_context(trust_env=bool(self._options["trust_env"]))
         self._pools: OrderedDict[tuple[str, str, int], Any] = OrderedDict()
 
     def handle_request(self, request: Any) -> Any:

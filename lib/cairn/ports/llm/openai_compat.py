@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from cairn.core.errors import LLMError
+from cairn.core.tls import verified_context
 from cairn.ports.llm.base import ChatMessage, LLMClient, retryable_status
 
 
@@ -31,7 +32,7 @@ class OpenAICompatLLM(LLMClient):
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         self.json_mode = json_mode
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.http = client or httpx.Client(headers=headers, timeout=self.timeout_s)
+        self.http = client or httpx.Client(headers=headers, timeout=self.timeout_s, verify=verified_context())
 
     def _complete(self, messages: list[ChatMessage], system: str | None, timeout_s: float, json: bool) -> str:
         body: dict[str, Any] = {

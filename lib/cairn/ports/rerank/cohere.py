@@ -23,6 +23,7 @@ import httpx
 
 from cairn.core.errors import ConfigError, RerankError
 from cairn.core.retry import is_retryable_status, parse_retry_after
+from cairn.core.tls import verified_context
 from cairn.ports.rerank.base import Reranker, scores_from_indexed, with_retries
 
 DEFAULT_PATH = "/v2/rerank"
@@ -96,7 +97,7 @@ class CohereReranker(Reranker):
         if key:
             headers[api_key_header] = f"Bearer {key}" if api_key_header.lower() == "authorization" else key
         self._owns_client = client is None
-        self._client = client or httpx.Client(timeout=httpx.Timeout(timeout_s))
+        self._client = client or httpx.Client(timeout=httpx.Timeout(timeout_s), verify=verified_context())
         self._headers = headers
         self.timeout_s = timeout_s
 
