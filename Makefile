@@ -88,11 +88,12 @@ $(CHROMIUM):
 
 browser: $(CHROMIUM)
 
-# ruff and the layer contracts first (seconds); mypy (~40 s cold) checks the types beside the tests and
+# ruff and the layer contracts first (seconds); mypy (~40 s cold) checks the types beside the tests, at
+# the lowest priority (it takes the cores the test workers leave idle, not theirs while they start), and
 # its findings fail the target after them (printed at the end)
 test: dev $(ASL_VALIDATOR) $(TS_CLIENT_DEPS) browser lint-fast
 	@mkdir -p build
-	@$(VENV)/bin/mypy > build/mypy.log 2>&1 & mypy=$$!; \
+	@nice -n 19 $(VENV)/bin/mypy > build/mypy.log 2>&1 & mypy=$$!; \
 	$(PY) -m pytest -q -n auto --dist loadfile --durations=25; tests=$$?; \
 	wait $$mypy; types=$$?; echo "== mypy"; cat build/mypy.log; \
 	exit $$(( tests != 0 || types != 0 ))

@@ -24,6 +24,8 @@ import ast
 import hashlib
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # what a kept memo was parsed by: this file, so a change to the rule parses again
@@ -122,15 +124,35 @@ def _write_memo(path: Path | None, memo: dict[str, list[Statement]]) -> None:
         pass
 
 
+@contextmanager
+def _memo_held(path: Path | None) -> Iterator[None]:
+    """The memo to this process alone while it reads, parses and writes: two builds at once (a layer
+    and its test, side by side) parse the sources once, the second reading what the first kept."""
+    try:
+        import fcntl
+
+        if path is None:
+            raise OSError("no memo")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = path.with_name(f"{path.name}.lock").open("w")
+    except (ImportError, OSError):  # no memo, or nowhere to keep one: parse alone, as before
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def unloadable(root: Path, package: str, absent: frozenset[str], memo: Path | None = None) -> dict[str, str]:
     """{module: why} for every module of ``package`` (under ``root``) that cannot load without the
     top-level packages ``absent``. ``memo``: a file that keeps each source's parsed imports between runs."""
     files = module_files(root, package)
-    statements = _read_memo(memo)
-    known = len(statements)
-    imports = {name: load_time_imports(path, name, statements) for name, path in files.items()}
-    if len(statements) > known:
-        _write_memo(memo, statements)
+    with _memo_held(memo):
+        statements = _read_memo(memo)
+        known = len(statements)
+        imports = {name: load_time_imports(path, name, statements) for name, path in files.items()}
+        if len(statements) > known:
+            _write_memo(memo, statements)
     why: dict[str, str] = {}
     changed = True
     while changed:

@@ -329,3 +329,30 @@ def test_the_rules_kept_imports_answer_as_parsing_does_and_a_changed_source_is_r
     assert rule.unloadable(tmp_path, "pkg", frozenset({"fastapi"}), memo) == {}
     memo.write_text("{not json")  # a damaged memo is parsed again, never trusted
     assert rule.unloadable(tmp_path, "pkg", frozenset({"fastapi"}), memo) == {}
+
+
+def test_a_build_that_starts_while_another_parses_waits_and_reads_what_the_other_kept(rule, tmp_path, monkeypatch):
+    """The llm layer's build and its test run side by side in `make test`: litellm's sources are parsed once."""
+    import shutil
+    import threading
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    for name, text in {"__init__.py": "", "web.py": "import fastapi\n", "plain.py": "import json\n"}.items():
+        (pkg / name).write_text(text)
+    absent = frozenset({"fastapi"})
+    elsewhere, memo = tmp_path / "elsewhere.json", tmp_path / "memo" / "imports.json"
+    expected = rule.unloadable(tmp_path, "pkg", absent, elsewhere)
+    parsed: list[bytes] = []
+    real = rule._statements
+    monkeypatch.setattr(rule, "_statements", lambda source: parsed.append(source) or real(source))
+    answers: list[dict[str, str]] = []
+    second = threading.Thread(target=lambda: answers.append(rule.unloadable(tmp_path, "pkg", absent, memo)))
+    with rule._memo_held(memo):  # the first build, still parsing
+        second.start()
+        second.join(0.5)
+        assert second.is_alive() and not parsed, "the second build did not wait for the first"
+        memo.parent.mkdir(exist_ok=True)
+        shutil.copy(elsewhere, memo)  # what the first build keeps
+    second.join(10)
+    assert answers == [expected] and parsed == []  # read from the memo, nothing parsed again
