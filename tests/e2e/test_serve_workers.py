@@ -40,10 +40,22 @@ def two_workers(tmp_path_factory):
         yield proc, url
 
 
+def _workers(pid: int) -> list[int]:
+    """The supervisor's worker processes: forked from it on Linux, so they run its command line."""
+    own = Path(f"/proc/{pid}/cmdline").read_bytes()
+    return [c for c in _children(pid) if _cmdline(c) == own]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()  # empty for a process that has ended
+    except OSError:  # gone between the listing and the read
+        return b""
+
+
 def test_two_processes_serve_one_home_and_see_each_others_writes(two_workers):
     proc, url = two_workers
-    workers = [c for c in _children(proc.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()]
-    assert len(workers) == 2
+    assert len(_workers(proc.pid)) == 2  # forked: no interpreter of their own that imports cairn again
     with CairnClient(url, KEY, retries=0) as client:
         assert client.put_documents(ROOT, HANDBOOK_DOCS).documents == 3
         for _ in range(6):  # new connections: both workers answer some of them
@@ -159,3 +171,38 @@ def test_agents_chatting_remembering_and_writing_side_by_side_lose_nothing(one_w
     for t in threads:
         t.join(timeout=600)
     assert failures == []
+
+
+def test_a_worker_that_dies_is_replaced_and_the_port_keeps_answering(tmp_path):
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({KEY: "acme"}))
+    with cairn_serve(tmp_path / "home", keys, workers=2) as (proc, url):
+        with CairnClient(url, KEY, retries=0) as client:
+            client.put_documents(ROOT, HANDBOOK_DOCS)
+        first = _workers(proc.pid)
+        os.kill(first[0], 9)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (len(_workers(proc.pid)) < 2 or first[0] in _workers(proc.pid)):
+            time.sleep(0.2)
+        assert len(_workers(proc.pid)) == 2 and first[0] not in _workers(proc.pid)
+        for _ in range(6):  # new connections: the replacement answers some of them once it is warm
+            with CairnClient(url, KEY, retries=3) as fresh:
+                assert fresh.find("how long until my refund reaches the card?", limit=3).resources[0].uri.endswith("refunds.md")
+
+
+def test_a_server_stopped_while_its_workers_warm_leaves_no_process_behind(tmp_path):
+    """Stopped while its forked workers still load the model: every worker ends with the supervisor."""
+    proc = subprocess.Popen([sys.executable, "-m", "cairn.cli.main", "--home", str(tmp_path), "serve", "--workers", "2",
+                             "--port", "0"], stderr=subprocess.DEVNULL, env=dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True"))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(_workers(proc.pid)) < 2:
+            time.sleep(0.05)
+        workers = _workers(proc.pid)
+        assert len(workers) == 2
+        proc.terminate()
+        assert proc.wait(timeout=60) is not None
+        time.sleep(0.5)
+        assert [w for w in workers if Path(f"/proc/{w}").exists() and "Z" not in Path(f"/proc/{w}/stat").read_text().split()[2]] == []
+    finally:
+        proc.kill()

@@ -15,7 +15,8 @@ erase: :func:`long_running`) in a lane of ``LONG_THREADS`` threads beside them, 
 never holds up a search that reached the same process (before, one did for the whole ingest: 39 s
 for a 200-document ``PUT``, benchmarks/README.md). ``cairn serve --workers N`` (default: one per
 core) runs N processes on one listening socket
-(uvicorn's supervisor; it restarts a worker that dies), all on the same home: the embedded
+(uvicorn's supervisor; it restarts a worker that dies; on Linux each worker is forked from it with
+cairn already imported, :mod:`cairn.api.workers`), all on the same home: the embedded
 store's writes are serialised by its file lock and every process sees every commit. Each worker
 sizes the embedder to its share of the cores (``CAIRN_PROCESSES``). A process loads the model,
 opens the served tenants (the settings' tenant, or every tenant of the API keys), builds their
@@ -235,14 +236,14 @@ def serve(services: Services, *, host: str = "127.0.0.1", port: int = 8080, keys
     if workers > 1:
         os.environ[WORKER_SPEC] = json.dumps(spec or {})
         os.environ["CAIRN_PROCESSES"] = str(workers)  # each worker's share of the cores
-        if ready is not None:
-            threading.Thread(target=_announce_when_healthy, args=(ready, host, port), daemon=True).start()
-        from uvicorn.supervisors import Multiprocess
+        from cairn.api.workers import supervisor
 
         config = uvicorn.Config("cairn.api.server:worker_app", factory=True, host=host, port=port, workers=workers,
                                 log_level=log_level, lifespan="on", access_log=access)
+        announce = None if ready is None else (lambda: threading.Thread(  # once the workers are started
+            target=_announce_when_healthy, args=(ready, host, port), daemon=True).start())
         try:
-            Multiprocess(config, sockets=[listening_socket(host, port)]).run()
+            supervisor(config, [listening_socket(host, port)], announce).run()
         except KeyboardInterrupt:
             pass
         return
