@@ -11,8 +11,9 @@ until written. Each worker still builds its own services, model sessions and sto
 
 A forked worker first puts back the signal handlers a new interpreter starts with: the supervisor's
 handlers only queue a signal for its own loop, and a worker that inherited them would ignore a
-``SIGTERM`` that reaches it before uvicorn installs its own (while it sets up its logging). Elsewhere (macOS, whose system libraries do not survive a
-fork of a process that used them; Windows, which has no fork) workers are spawned as uvicorn does.
+``SIGTERM`` that reaches it before uvicorn installs its own (while it sets up its logging).
+Elsewhere (macOS, whose system libraries do not survive a fork of a process that used them;
+Windows, which has no fork) workers are spawned as uvicorn does.
 """
 
 from __future__ import annotations
