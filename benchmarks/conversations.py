@@ -58,9 +58,9 @@ def per_query_ndcg(qrels: dict, run: dict) -> dict[str, float]:
 
 
 def play(col: Collection, svc: Cairn, queries: list[dict], ask: Any,
-         shapes: dict[str, str] | None = None) -> tuple[dict, list[float], list[int]]:
+         shapes: dict[str, tuple[str, frozenset[str]]] | None = None) -> tuple[dict, list[float], list[int]]:
     """Each query asked once: its judged run, latency and vector calls (and, into ``shapes``, the
-    shape of the plan that answered it)."""
+    shape of the plan that answered it and the folders it boosted)."""
     run, lat, calls = {}, [], []
     for q in queries:
         t = time.perf_counter()
@@ -69,21 +69,19 @@ def play(col: Collection, svc: Cairn, queries: list[dict], ask: Any,
         calls.append(sum(qr.trace.stats.vector_calls for qr in res.query_results))
         run[q["_id"]] = judged(col, res)
         if shapes is not None:
-            shapes[q["_id"]] = plan_shape(res.query_plan, bool(previous_user_turn(q)))
             folders = {col.corpus_id(u) for tq in res.query_plan.queries for u in tq.boost_uris} if res.query_plan else set()
-            if folders:
-                shapes[q["_id"]] += "|" + "\x1f".join(sorted(folders))
+            shapes[q["_id"]] = (plan_shape(res.query_plan, bool(previous_user_turn(q))), frozenset(folders))
     return run, lat, calls
 
 
-def boost_kind(shape: str, relevant: dict[str, int]) -> str:
+def boost_kind(shape: tuple[str, frozenset[str]], relevant: dict[str, int]) -> str:
     """A boosted turn told apart by whether a folder it boosted holds a document judged relevant
     (``boosted, right folder``) or not (``boosted, other folder``); other shapes as they are."""
-    kind, boosted, folders = shape.partition("|")
-    if not boosted:
+    kind, folders = shape
+    if not folders:
         return kind
     right = any(not folder or doc.startswith(f"{folder}/")  # "": the collection's root
-                for folder in folders.split("\x1f") for doc, grade in relevant.items() if grade > 0)
+                for folder in folders for doc, grade in relevant.items() if grade > 0)
     return f"{kind}, {'right' if right else 'other'} folder"
 
 
@@ -159,7 +157,7 @@ def bench(key: str, data: Path, limit_queries: int | None) -> dict[str, Any]:
             for q in batch:
                 ask(q)
         runs: dict[str, dict] = {}
-        shapes: dict[str, str] = {}
+        shapes: dict[str, tuple[str, frozenset[str]]] = {}
         for name, batch, ask in arms:
             run, lat, calls = play(col, svc, batch, ask, shapes if name == "search_session" else None)
             runs[name] = run

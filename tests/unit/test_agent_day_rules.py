@@ -257,3 +257,23 @@ def test_a_query_holding_another_word_for_word_inherits_its_words_and_no_other_d
     assert not inherits_words(carried, [(turn, "language")])  # the turn read as language: its words were not found
     assert not inherits_words("concatenate the strings", [("cat", "words")])  # letters inside a word are not the word
     assert not inherits_words(turn, [(carried, "words")])  # the longer text's words are not all in the shorter one
+
+
+def test_only_a_conversation_with_no_earlier_user_turn_is_searched_as_a_first_turn():
+    from cairn.core.models import QueryPlan, TypedQuery
+    from cairn.core.requests import FindRequest
+    from cairn.engine.stages import for_plan
+    from cairn.ports.sessions.base import Message, Session, SessionView
+
+    request, plan = FindRequest(query="and the fee?", mode="auto"), QueryPlan(queries=(TypedQuery(query="and the fee?"),))
+    session = Session(id="s1", tenant="t", created_at=1.0, updated_at=1.0, expires_at=9e9)
+    reply = Message(seq=9, role="assistant", content="It takes five days.", created_at=2.0)
+
+    def mode(**view: object) -> str:
+        return for_plan(request, plan, SessionView(session=session, **view)).mode  # type: ignore[arg-type]
+
+    assert mode(summary="", recent=[]) == "quick"  # a new conversation: searched as find searches it
+    assert mode(summary="", recent=[reply]) == "quick"  # only the assistant has spoken
+    assert mode(summary="", recent=[reply.model_copy(update={"role": "user"})]) == "thinking"
+    assert mode(summary="The user asked how long a refund takes.", recent=[reply]) == "thinking"  # earlier turns folded
+    assert for_plan(request, plan, None).mode == "thinking"  # search() without a session

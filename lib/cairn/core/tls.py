@@ -17,6 +17,7 @@ from functools import lru_cache
 
 @lru_cache(maxsize=8)
 def _made(trust_env: bool, cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """``cert_file``/``cert_dir`` only key the cache: httpx reads the same variables itself."""
     import httpx
 
     return httpx.create_ssl_context(trust_env=trust_env)

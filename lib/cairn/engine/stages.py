@@ -83,7 +83,8 @@ def carries_conversation(queries: Sequence[TypedQuery]) -> bool:
 def for_plan(request: FindRequest, plan_: QueryPlan, session: SessionView | None = None) -> FindRequest:
     """The request ``plan_``'s typed queries are retrieved with: mode ``auto`` (``search()``'s
     default) becomes ``quick`` for a plan that carries the conversation, and for the first turn of a
-    conversation (``session`` holds no user message yet) unless a folder is boosted; else ``thinking``.
+    conversation (``session`` holds no user message yet, nor a summary of earlier ones) unless a
+    folder is boosted; else ``thinking``.
 
     Such a plan's typed queries search the same turn with and without the previous one, and their
     matches are combined (:func:`combined`), which needs the raw scale of a flat search: thinking
@@ -98,8 +99,8 @@ def for_plan(request: FindRequest, plan_: QueryPlan, session: SessionView | None
     descent were measured to help there."""
     if request.mode != "auto":
         return request
-    first_turn = session is not None and not any(m.role == "user" for m in session.recent) and not any(
-        q.boost_uris for q in plan_.queries)
+    first_turn = (session is not None and not session.summary  # a summary holds earlier turns
+                  and not any(m.role == "user" for m in session.recent) and not any(q.boost_uris for q in plan_.queries))
     return request.model_copy(update={"mode": "quick" if carries_conversation(plan_.queries) or first_turn else "thinking"})
 
 
